@@ -1,0 +1,278 @@
+//! # percolator-backend-mem
+//!
+//! An in-process [`RowStore`]: fast, not persistent, and the **skeleton to copy** when writing a
+//! new backend. A backend has exactly four jobs, each a small function here:
+//! 1. keep cells ordered by `(table, row)`, then column, then timestamp newest first;
+//! 2. make each row mutation atomic on its row (check conditions, then apply, with nothing
+//!    interleaved) — here a per-row `RwLock` latch;
+//! 3. keep each family scannable on its own (locality groups) — here one row index per family;
+//! 4. state its limits ([`StoreLimits`]) and validate batches before applying anything
+//!    ([`percolator_core::store::validate_batch`]).
+//!
+//! Then run the conformance suite from the crate's tests (`tests/conformance.rs`, one line).
+//!
+//! ## Layout
+//! - `rows`: a lock-free [`SkipMap`] from `(table, row)` to the row; a row holds one ordered map
+//!   per family keyed by `(column, Reverse(ts))`, behind the row's latch. No lock spans more
+//!   than one row, so unrelated rows never contend.
+//! - `family_rows[f]`: the rows that currently have cells in family `f`, so that a scan of the
+//!   notify family touches only rows with notifications.
+//!
+//! ## Limits and guarantees
+//! Calls never wait, but each consumes tokio's cooperative budget so that a task looping over an
+//! always-ready store still yields to the scheduler (timers, other tasks).
+//!
+//! Keys up to 16 KiB encoded, values up to 32 MiB, 100 000 row mutations per batch. Nothing is
+//! persistent: data lives as long as the [`MemStore`]. `sync` is a no-op.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
+use percolator_core::store::{row_past_end, truncate_versions, validate_batch};
+use percolator_core::{
+    Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
+    RowMutation, RowStore, Scan, StoreError, StoreLimits,
+};
+
+type RowKey = (Bytes, Bytes);
+type Versions = BTreeMap<(Bytes, Reverse<u64>), Bytes>;
+
+/// One row: a latch over one ordered map per family.
+#[derive(Default)]
+struct MemRow {
+    families: RwLock<[Versions; Family::ALL.len()]>,
+}
+
+/// The in-memory store. See the crate docs.
+pub struct MemStore {
+    rows: SkipMap<RowKey, Arc<MemRow>>,
+    family_rows: [SkipMap<RowKey, Arc<MemRow>>; Family::ALL.len()],
+    limits: StoreLimits,
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for MemStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemStore")
+            .field("rows", &self.rows.len())
+            .finish()
+    }
+}
+
+/// The limits of [`MemStore`].
+pub const MEM_LIMITS: StoreLimits = StoreLimits {
+    max_key_bytes: 16 * 1024,
+    max_value_bytes: 32 * 1024 * 1024,
+    max_batch_rows: 100_000,
+    persistent: false,
+    durable_after_sync: false,
+    distributed: false,
+};
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            rows: SkipMap::new(),
+            family_rows: std::array::from_fn(|_| SkipMap::new()),
+            limits: MEM_LIMITS,
+        }
+    }
+
+    fn row(&self, key: &RowKey) -> Option<Arc<MemRow>> {
+        self.rows.get(key).map(|e| Arc::clone(e.value()))
+    }
+
+    fn apply(&self, item: RowMutation) -> MutationOutcome {
+        let key = (item.table, item.row);
+        let row = Arc::clone(
+            self.rows
+                .get_or_insert_with(key.clone(), || Arc::new(MemRow::default()))
+                .value(),
+        );
+        let mut families = row.families.write();
+        for (i, condition) in item.conditions.iter().enumerate() {
+            if !holds(&families, condition) {
+                return MutationOutcome::ConditionFailed { condition: i };
+            }
+        }
+        let mut touched = [false; Family::ALL.len()];
+        for m in item.mutations {
+            touched[m.family().index()] = true;
+            apply_one(&mut families, m);
+        }
+        // Keep the per-family row indexes in step while still holding the row latch.
+        for family in Family::ALL {
+            let f = family.index();
+            if !touched[f] {
+                continue;
+            }
+            if families[f].is_empty() {
+                self.family_rows[f].remove(&key);
+            } else if !self.family_rows[f].contains_key(&key) {
+                self.family_rows[f].insert(key.clone(), Arc::clone(&row));
+            }
+        }
+        MutationOutcome::Applied
+    }
+}
+
+fn version_range(column: &Bytes, lo: u64, hi: u64) -> std::ops::RangeInclusive<(Bytes, Reverse<u64>)> {
+    (column.clone(), Reverse(hi))..=(column.clone(), Reverse(lo))
+}
+
+fn holds(families: &[Versions; Family::ALL.len()], condition: &Condition) -> bool {
+    match condition {
+        Condition::Absent { family, column, ts } => families[family.index()]
+            .range(version_range(column, ts.lo, ts.hi))
+            .next()
+            .is_none(),
+        Condition::Exists { family, column, ts } => families[family.index()]
+            .contains_key(&(column.clone(), Reverse(*ts))),
+        Condition::Equals {
+            family,
+            column,
+            ts,
+            value,
+        } => families[family.index()].get(&(column.clone(), Reverse(*ts))) == Some(value),
+    }
+}
+
+fn apply_one(families: &mut [Versions; Family::ALL.len()], mutation: Mutation) {
+    match mutation {
+        Mutation::Put {
+            family,
+            column,
+            ts,
+            value,
+        } => {
+            families[family.index()].insert((column, Reverse(ts)), value);
+        }
+        Mutation::Delete { family, column, ts } => {
+            families[family.index()].remove(&(column, Reverse(ts)));
+        }
+        Mutation::DeleteRange { family, column, ts } => {
+            let map = &mut families[family.index()];
+            let doomed: Vec<_> = map
+                .range(version_range(&column, ts.lo, ts.hi))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                map.remove(&k);
+            }
+        }
+    }
+}
+
+/// Cells of one family selected by `read`, ordered by column then newest first.
+fn select(versions: &Versions, read: &FamilyRead) -> Vec<Cell> {
+    let mut out = Vec::new();
+    let mut push = |((column, Reverse(ts)), value): (&(Bytes, Reverse<u64>), &Bytes)| {
+        out.push(Cell {
+            column: column.clone(),
+            ts: *ts,
+            value: value.clone(),
+        });
+    };
+    match &read.columns {
+        Columns::All => versions
+            .iter()
+            .filter(|((_, Reverse(ts)), _)| read.ts.contains(*ts))
+            .for_each(&mut push),
+        Columns::Only(list) => {
+            let mut list = list.clone();
+            list.sort();
+            list.dedup();
+            for column in &list {
+                let range = versions.range(version_range(column, read.ts.lo, read.ts.hi));
+                match read.max_versions {
+                    Some(n) => range.take(n).for_each(&mut push),
+                    None => range.for_each(&mut push),
+                }
+            }
+        }
+    }
+    truncate_versions(&mut out, read.max_versions);
+    out
+}
+
+#[async_trait]
+impl RowStore for MemStore {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn limits(&self) -> StoreLimits {
+        self.limits
+    }
+
+    async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
+        // Every call completes without waiting; let tokio's budget preempt busy tasks anyway.
+        tokio::task::consume_budget().await;
+        let Some(row) = self.row(&(request.table, request.row)) else {
+            return Ok(vec![Vec::new(); request.reads.len()]);
+        };
+        let families = row.families.read();
+        Ok(request
+            .reads
+            .iter()
+            .map(|read| select(&families[read.family.index()], read))
+            .collect())
+    }
+
+    async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
+        tokio::task::consume_budget().await;
+        let table = request.table.clone();
+        let lower: Bound<RowKey> = match &request.start {
+            Bound::Included(r) => Bound::Included((table.clone(), r.clone())),
+            Bound::Excluded(r) => Bound::Excluded((table.clone(), r.clone())),
+            Bound::Unbounded => Bound::Included((table.clone(), Bytes::new())),
+        };
+        let index = &self.family_rows[request.read.family.index()];
+        let mut out = Vec::new();
+        for entry in index.range((lower, Bound::Unbounded)) {
+            let (t, r) = entry.key();
+            if *t != table || row_past_end(r, &request.end) {
+                break;
+            }
+            if request.row_limit.is_some_and(|limit| out.len() >= limit) {
+                break;
+            }
+            let cells = {
+                let families = entry.value().families.read();
+                select(&families[request.read.family.index()], &request.read)
+            };
+            if !cells.is_empty() {
+                out.push(RowCells {
+                    row: r.clone(),
+                    cells,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mutate_rows(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
+        tokio::task::consume_budget().await;
+        validate_batch(&batch, &self.limits)?;
+        Ok(batch.into_iter().map(|item| self.apply(item)).collect())
+    }
+
+    async fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,116 @@
+//! Commit hooks for fault tests: crash at a step, pause at a step, crash at random.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use rand::Rng as _;
+use tokio::sync::{Notify, mpsc};
+
+use crate::txn::{CommitHook, CommitStep, HookAction};
+
+/// Crashes every commit at `step`.
+pub struct CrashAt(pub CommitStep);
+
+#[async_trait]
+impl CommitHook for CrashAt {
+    async fn at(&self, step: CommitStep, _start_ts: u64) -> HookAction {
+        if step == self.0 {
+            HookAction::Crash
+        } else {
+            HookAction::Continue
+        }
+    }
+}
+
+/// Reports each step on a channel and waits to be released before going on; optionally crashes
+/// at one step after being released.
+pub struct PauseAt {
+    steps: Vec<CommitStep>,
+    reached: mpsc::UnboundedSender<CommitStep>,
+    release: Arc<Notify>,
+    crash: Option<CommitStep>,
+}
+
+impl PauseAt {
+    /// A hook pausing at each of `steps`, with the receiver of reached steps and the release
+    /// handle (`notify_one` lets the commit go on).
+    pub fn new(
+        steps: Vec<CommitStep>,
+        crash: Option<CommitStep>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<CommitStep>, Arc<Notify>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let release = Arc::new(Notify::new());
+        (
+            Arc::new(Self {
+                steps,
+                reached: tx,
+                release: Arc::clone(&release),
+                crash,
+            }),
+            rx,
+            release,
+        )
+    }
+}
+
+#[async_trait]
+impl CommitHook for PauseAt {
+    async fn at(&self, step: CommitStep, _start_ts: u64) -> HookAction {
+        if self.steps.contains(&step) {
+            let _ = self.reached.send(step);
+            self.release.notified().await;
+        }
+        if self.crash == Some(step) {
+            HookAction::Crash
+        } else {
+            HookAction::Continue
+        }
+    }
+}
+
+/// Crashes at a uniformly chosen step with probability `per_commit`; counts crashes per step.
+pub struct RandomCrash {
+    pub per_commit: f64,
+    pub crashes: AtomicU64,
+    pub steps: Mutex<Vec<CommitStep>>,
+}
+
+impl RandomCrash {
+    pub fn new(per_commit: f64) -> Arc<Self> {
+        Arc::new(Self {
+            per_commit,
+            crashes: AtomicU64::new(0),
+            steps: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+const STEPS: [CommitStep; 5] = [
+    CommitStep::AfterPrimaryPrewrite,
+    CommitStep::AfterPrewrites,
+    CommitStep::BeforeCommitPoint,
+    CommitStep::AfterCommitPoint,
+    CommitStep::AfterHalfSecondaries,
+];
+
+#[async_trait]
+impl CommitHook for RandomCrash {
+    async fn at(&self, step: CommitStep, _start_ts: u64) -> HookAction {
+        // Each of the five steps crashes with per_commit / 5, so about per_commit of all commits
+        // crash somewhere.
+        if step == CommitStep::BeforePrewrite {
+            return HookAction::Continue;
+        }
+        let mut rng = rand::rng();
+        let chance = self.per_commit / STEPS.len() as f64;
+        if rng.random_bool(chance.clamp(0.0, 1.0)) {
+            self.crashes.fetch_add(1, Ordering::Relaxed);
+            self.steps.lock().push(step);
+            HookAction::Crash
+        } else {
+            HookAction::Continue
+        }
+    }
+}

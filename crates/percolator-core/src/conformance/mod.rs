@@ -1,0 +1,163 @@
+//! The conformance suite: the behaviour every backend must show, written once as plain
+//! `pub async fn case(factory)` functions over a [`StoreFactory`] (the OpenDAL / `object_store`
+//! pattern) and instantiated as tests in each backend's own test target by one macro call:
+//!
+//! ```text
+//! // crates/percolator-backend-foo/tests/conformance.rs
+//! percolator_core::conformance_tests!(my_crate::FooFactory::default());
+//! ```
+//!
+//! Layers:
+//! - [`store_cases`]: the [`RowStore`] contract itself (ordering, filters, families, conditional
+//!   batches, limits, arbitrary bytes, atomicity under concurrency);
+//! - [`txn_cases`]: snapshot isolation, the paper's Figure 4 walk-through, conflicts, retries, bad
+//!   input, corrupt stored bytes;
+//! - [`fault_cases`]: a crash, lost answer or race at every step of the commit protocol;
+//! - [`oracle_cases`]: strictly increasing timestamps under concurrency and across restarts;
+//! - [`invariant_cases`]: the bank workload with concurrent clients crashing mid-commit.
+//!
+//! Cases panic on failure (they are test code); the test harness reports them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+pub mod fault_cases;
+pub mod faulty;
+pub mod hooks;
+pub mod invariant_cases;
+pub mod oracle_cases;
+pub mod store_cases;
+pub mod txn_cases;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::store::RowStore;
+use crate::txn::{Client, TxnConfig};
+
+/// Opens stores for the suite.
+#[async_trait]
+pub trait StoreFactory: Send + Sync + 'static {
+    /// The backend.
+    type Store: RowStore;
+
+    /// A fresh, empty store.
+    async fn open(&self) -> Arc<Self::Store>;
+
+    /// Simulates a process restart: drops `store` (the caller holds no other reference) and
+    /// opens the same data again. A non-persistent backend returns the same store.
+    async fn restart(&self, store: Arc<Self::Store>) -> Arc<Self::Store>;
+}
+
+/// A configuration with short timeouts so that fault tests finish quickly.
+pub fn fast_config() -> TxnConfig {
+    TxnConfig {
+        lock_ttl: Duration::from_millis(300),
+        lock_wait_timeout: Duration::from_secs(20),
+        worker_lease: Duration::from_secs(30),
+        max_attempts: 1000,
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(20),
+        durable_commits: false,
+    }
+}
+
+/// A client with [`fast_config`].
+pub async fn client<S: RowStore>(store: &Arc<S>) -> Client<S> {
+    Client::builder(Arc::clone(store))
+        .config(fast_config())
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Names of every case, in the order the macro instantiates them (used by `cargo xtask` to
+/// report coverage).
+pub const CASES: &[&str] = &[
+    "store_read_row_versions_and_filters",
+    "store_families_are_separate",
+    "store_scan_ranges_and_limits",
+    "store_conditions",
+    "store_batch_outcomes_are_independent",
+    "store_deletes",
+    "store_invalid_input_rejects_whole_batch",
+    "store_arbitrary_bytes_round_trip",
+    "store_concurrent_conditional_increments",
+    "txn_figure4_transfer",
+    "txn_snapshot_isolation",
+    "txn_write_write_conflict",
+    "txn_snapshot_scan",
+    "txn_run_reruns_whole_closure",
+    "txn_bad_input_writes_nothing",
+    "txn_corrupt_stored_bytes_are_errors",
+    "txn_reader_never_skips_lower_lock",
+    "fault_crash_after_primary_prewrite",
+    "fault_crash_after_all_prewrites",
+    "fault_crash_before_commit_point",
+    "fault_crash_after_commit_point",
+    "fault_crash_after_half_secondaries",
+    "fault_lost_response_to_primary_commit",
+    "fault_lost_response_to_prewrite",
+    "fault_two_cleaners_racing",
+    "fault_cleanup_racing_owner_commit",
+    "fault_late_prewrite_after_rollback",
+    "fault_dead_owner_cleaned_before_ttl",
+    "fault_live_lock_times_out_reader",
+    "fault_heartbeat_keeps_long_commit_alive",
+    "oracle_strictly_increasing_concurrently",
+    "oracle_monotonic_across_restarts",
+    "invariant_bank_transfers_with_crashes",
+];
+
+/// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
+/// The calling crate needs `tokio` (macros, rt-multi-thread) as a dev-dependency.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            store_read_row_versions_and_filters => store_cases::read_row_versions_and_filters,
+            store_families_are_separate => store_cases::families_are_separate,
+            store_scan_ranges_and_limits => store_cases::scan_ranges_and_limits,
+            store_conditions => store_cases::conditions,
+            store_batch_outcomes_are_independent => store_cases::batch_outcomes_are_independent,
+            store_deletes => store_cases::deletes,
+            store_invalid_input_rejects_whole_batch => store_cases::invalid_input_rejects_whole_batch,
+            store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
+            store_concurrent_conditional_increments => store_cases::concurrent_conditional_increments,
+            txn_figure4_transfer => txn_cases::figure4_transfer,
+            txn_snapshot_isolation => txn_cases::snapshot_isolation,
+            txn_write_write_conflict => txn_cases::write_write_conflict,
+            txn_snapshot_scan => txn_cases::snapshot_scan,
+            txn_run_reruns_whole_closure => txn_cases::run_reruns_whole_closure,
+            txn_bad_input_writes_nothing => txn_cases::bad_input_writes_nothing,
+            txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,
+            txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
+            fault_crash_after_primary_prewrite => fault_cases::crash_after_primary_prewrite,
+            fault_crash_after_all_prewrites => fault_cases::crash_after_all_prewrites,
+            fault_crash_before_commit_point => fault_cases::crash_before_commit_point,
+            fault_crash_after_commit_point => fault_cases::crash_after_commit_point,
+            fault_crash_after_half_secondaries => fault_cases::crash_after_half_secondaries,
+            fault_lost_response_to_primary_commit => fault_cases::lost_response_to_primary_commit,
+            fault_lost_response_to_prewrite => fault_cases::lost_response_to_prewrite,
+            fault_two_cleaners_racing => fault_cases::two_cleaners_racing,
+            fault_cleanup_racing_owner_commit => fault_cases::cleanup_racing_owner_commit,
+            fault_late_prewrite_after_rollback => fault_cases::late_prewrite_after_rollback,
+            fault_dead_owner_cleaned_before_ttl => fault_cases::dead_owner_cleaned_before_ttl,
+            fault_live_lock_times_out_reader => fault_cases::live_lock_times_out_reader,
+            fault_heartbeat_keeps_long_commit_alive => fault_cases::heartbeat_keeps_long_commit_alive,
+            oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
+            oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
+            invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,
+        );
+    };
+    (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::conformance::$module::$case(&factory).await;
+            }
+        )+
+    };
+}

@@ -1,0 +1,287 @@
+//! The bytes Percolator stores in the `lock` and `write` families (paper Table 1 / Figure 4).
+//!
+//! - A **lock** (`c:lock` at the writer's start_ts) names the transaction's primary cell, the
+//!   worker that owns it and a wall-clock heartbeat with a TTL, so that a cleaner can decide
+//!   whether the owner is gone.
+//! - A **write record** (`c:write` at commit_ts) points at the data version (the start_ts) and
+//!   says whether it is a put, a delete, or a **rollback** marker (at the aborted start_ts itself)
+//!   that forbids a late prewrite of that transaction from ever succeeding.
+//!
+//! Both are versioned, hand-rolled binary formats: tiny, no serde, and decoding arbitrary bytes
+//! returns [`Error::Corrupt`] instead of panicking.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::{Error, Result};
+
+const LOCK_FORMAT: u8 = 1;
+const WRITE_FORMAT: u8 = 1;
+
+/// What a transaction does to a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteKind {
+    /// A new value (stored in `c:data` at start_ts).
+    Put,
+    /// A deletion (no data version).
+    Delete,
+    /// The transaction with this start_ts was rolled back (write record only).
+    Rollback,
+}
+
+impl WriteKind {
+    fn to_byte(self) -> u8 {
+        match self {
+            WriteKind::Put => 1,
+            WriteKind::Delete => 2,
+            WriteKind::Rollback => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Result<Self> {
+        match b {
+            1 => Ok(WriteKind::Put),
+            2 => Ok(WriteKind::Delete),
+            3 => Ok(WriteKind::Rollback),
+            other => Err(Error::Corrupt(format!("unknown write kind {other}"))),
+        }
+    }
+}
+
+/// Address of one Percolator cell: `(table, row, column)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CellAddr {
+    /// Table.
+    pub table: Bytes,
+    /// Row.
+    pub row: Bytes,
+    /// Column.
+    pub column: Bytes,
+}
+
+impl CellAddr {
+    /// Builds an address.
+    pub fn new(table: impl Into<Bytes>, row: impl Into<Bytes>, column: impl Into<Bytes>) -> Self {
+        Self {
+            table: table.into(),
+            row: row.into(),
+            column: column.into(),
+        }
+    }
+}
+
+/// Contents of a `c:lock` cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRecord {
+    /// Put or Delete (never Rollback).
+    pub kind: WriteKind,
+    /// The transaction's primary cell; cleaners consult it to learn the outcome.
+    pub primary: CellAddr,
+    /// Worker id of the owner (see [`crate::liveness`]).
+    pub owner: u64,
+    /// Wall-clock milliseconds of the owner's last heartbeat on this lock.
+    pub wall_ms: u64,
+    /// Milliseconds after `wall_ms` at which the lock may be cleaned up even if the owner lives.
+    pub ttl_ms: u64,
+}
+
+impl LockRecord {
+    /// Whether the lock's TTL has run out at wall time `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        now_ms > self.wall_ms.saturating_add(self.ttl_ms)
+    }
+
+    /// Serializes the record.
+    pub fn encode(&self) -> Bytes {
+        let p = &self.primary;
+        let mut out =
+            BytesMut::with_capacity(2 + 12 + p.table.len() + p.row.len() + p.column.len() + 24);
+        out.put_u8(LOCK_FORMAT);
+        out.put_u8(self.kind.to_byte());
+        for part in [&p.table, &p.row, &p.column] {
+            // Lengths are bounded by the store's key limit, far below u32::MAX.
+            out.put_u32_le(u32::try_from(part.len()).unwrap_or(u32::MAX));
+            out.put_slice(part);
+        }
+        out.put_u64_le(self.owner);
+        out.put_u64_le(self.wall_ms);
+        out.put_u64_le(self.ttl_ms);
+        out.freeze()
+    }
+
+    /// Parses bytes written by [`LockRecord::encode`].
+    pub fn decode(bytes: &Bytes) -> Result<Self> {
+        let mut r = Reader { bytes, pos: 0 };
+        let format = r.u8()?;
+        if format != LOCK_FORMAT {
+            return Err(Error::Corrupt(format!("unknown lock format {format}")));
+        }
+        let kind = WriteKind::from_byte(r.u8()?)?;
+        if kind == WriteKind::Rollback {
+            return Err(Error::Corrupt("lock with rollback kind".into()));
+        }
+        let table = r.slice()?;
+        let row = r.slice()?;
+        let column = r.slice()?;
+        let owner = r.u64()?;
+        let wall_ms = r.u64()?;
+        let ttl_ms = r.u64()?;
+        r.finish("lock")?;
+        Ok(Self {
+            kind,
+            primary: CellAddr { table, row, column },
+            owner,
+            wall_ms,
+            ttl_ms,
+        })
+    }
+}
+
+/// Contents of a `c:write` cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Put, Delete or Rollback.
+    pub kind: WriteKind,
+    /// Start timestamp of the transaction (where its data lives).
+    pub start_ts: u64,
+}
+
+impl WriteRecord {
+    /// Serializes the record (10 bytes).
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(10);
+        out.put_u8(WRITE_FORMAT);
+        out.put_u8(self.kind.to_byte());
+        out.put_u64_le(self.start_ts);
+        out.freeze()
+    }
+
+    /// Parses bytes written by [`WriteRecord::encode`].
+    pub fn decode(bytes: &Bytes) -> Result<Self> {
+        let mut r = Reader { bytes, pos: 0 };
+        let format = r.u8()?;
+        if format != WRITE_FORMAT {
+            return Err(Error::Corrupt(format!("unknown write format {format}")));
+        }
+        let kind = WriteKind::from_byte(r.u8()?)?;
+        let start_ts = r.u64()?;
+        r.finish("write record")?;
+        Ok(Self { kind, start_ts })
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a Bytes,
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(Error::Corrupt(format!(
+                "record truncated: need {n} bytes at offset {}, have {}",
+                self.pos,
+                self.bytes.len()
+            )));
+        };
+        let out = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn slice(&mut self) -> Result<Bytes> {
+        let len = self.u32()? as usize;
+        let start = self.pos;
+        self.take(len)?;
+        Ok(self.bytes.slice(start..start + len))
+    }
+
+    fn finish(&self, what: &str) -> Result<()> {
+        if self.pos != self.bytes.len() {
+            return Err(Error::Corrupt(format!(
+                "{} trailing bytes after {what}",
+                self.bytes.len() - self.pos
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn lock_round_trip() {
+        let lock = LockRecord {
+            kind: WriteKind::Delete,
+            primary: CellAddr::new(&b"t"[..], &b"\x00\xff"[..], &b""[..]),
+            owner: 42,
+            wall_ms: 1_700_000_000_000,
+            ttl_ms: 3000,
+        };
+        assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
+        assert!(!lock.expired(1_700_000_003_000));
+        assert!(lock.expired(1_700_000_003_001));
+    }
+
+    #[test]
+    fn write_round_trip() {
+        for kind in [WriteKind::Put, WriteKind::Delete, WriteKind::Rollback] {
+            let w = WriteRecord { kind, start_ts: 77 };
+            assert_eq!(WriteRecord::decode(&w.encode()).unwrap(), w);
+        }
+    }
+
+    #[test]
+    fn corrupt_records_are_errors() {
+        assert!(matches!(
+            WriteRecord::decode(&Bytes::from_static(b"")),
+            Err(Error::Corrupt(_))
+        ));
+        assert!(matches!(
+            WriteRecord::decode(&Bytes::from_static(&[1, 9, 0, 0, 0, 0, 0, 0, 0, 0])),
+            Err(Error::Corrupt(_))
+        ));
+        let mut lock = LockRecord {
+            kind: WriteKind::Put,
+            primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
+            owner: 1,
+            wall_ms: 2,
+            ttl_ms: 3,
+        }
+        .encode()
+        .to_vec();
+        lock[2] = 0xFF; // absurd table length
+        assert!(matches!(
+            LockRecord::decode(&Bytes::from(lock)),
+            Err(Error::Corrupt(_))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let b = Bytes::from(b);
+            let _ = LockRecord::decode(&b);
+            let _ = WriteRecord::decode(&b);
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! Two-phase commit (paper Figure 6, `Prewrite` and `Commit`).
+//!
+//! 1. **Prewrite the primary row**, then every secondary row in one batch: per column, no write
+//!    record at or after start_ts and no lock at all; then data and lock at start_ts. A lock left
+//!    by a dead or expired transaction is resolved and the prewrite retried; a live one is a
+//!    conflict. Our own lock (a retried request whose first answer was lost) counts as success.
+//! 2. Take the **commit timestamp**.
+//! 3. **Commit the primary row** — write records at commit_ts, locks removed, conditional on our
+//!    primary lock still being there. This single-row mutation is the commit point. If its answer
+//!    is lost, the primary is read back to learn the outcome.
+//! 4. **Commit the secondaries** in one batch. Failures here do not matter: readers roll the
+//!    remaining locks forward through the primary.
+//!
+//! While the commit runs, a heartbeat refreshes the wall time in the primary lock so that a
+//! long commit is not mistaken for a dead one. Every step boundary is a [`CommitStep`] at which a
+//! test hook may stop the commit as if the process had died there.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result, StoreError};
+use crate::liveness::now_ms;
+use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::store::{
+    Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowMutation, RowStore, TsRange,
+};
+
+use super::layout::{self, ColumnWrite, PrewriteConflict};
+use super::resolve::TxnStatus;
+use super::{Client, CommitHook, CommitInfo, CommitStep, HookAction};
+
+/// Buffered writes of one row.
+struct RowWrites {
+    table: Bytes,
+    row: Bytes,
+    columns: Vec<ColumnWrite>,
+}
+
+impl RowWrites {
+    fn kinds(&self) -> Vec<(Bytes, WriteKind)> {
+        self.columns
+            .iter()
+            .map(|(c, v)| {
+                let kind = if v.is_some() {
+                    WriteKind::Put
+                } else {
+                    WriteKind::Delete
+                };
+                (c.clone(), kind)
+            })
+            .collect()
+    }
+
+    fn addrs(&self) -> impl Iterator<Item = CellAddr> + '_ {
+        self.columns.iter().map(|(c, _)| CellAddr {
+            table: self.table.clone(),
+            row: self.row.clone(),
+            column: c.clone(),
+        })
+    }
+}
+
+/// How many times one row's prewrite is retried after resolving a dead lock in its way.
+const PREWRITE_ATTEMPTS: usize = 3;
+/// How many times a store call with an unknown outcome is retried during commit.
+const AMBIGUOUS_ATTEMPTS: usize = 3;
+
+/// Aborts the heartbeat task when the commit finishes or is dropped (a "crashed" process stops
+/// heartbeating).
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn checkpoint(
+    hook: Option<&Arc<dyn CommitHook>>,
+    step: CommitStep,
+    start_ts: u64,
+) -> Result<()> {
+    if let Some(hook) = hook
+        && hook.at(step, start_ts).await == HookAction::Crash
+    {
+        return Err(Error::InjectedCrash(step));
+    }
+    Ok(())
+}
+
+impl<S: RowStore> Client<S> {
+    pub(crate) async fn commit_writes(
+        &self,
+        start_ts: u64,
+        writes: BTreeMap<CellAddr, Option<Bytes>>,
+        hook: Option<Arc<dyn CommitHook>>,
+    ) -> Result<CommitInfo> {
+        let cells = writes.len();
+        let mut rows: Vec<RowWrites> = Vec::new();
+        for (addr, value) in writes {
+            match rows.last_mut() {
+                Some(last) if last.table == addr.table && last.row == addr.row => {
+                    last.columns.push((addr.column, value));
+                }
+                _ => rows.push(RowWrites {
+                    table: addr.table,
+                    row: addr.row,
+                    columns: vec![(addr.column, value)],
+                }),
+            }
+        }
+        let Some(primary_row) = rows.first() else {
+            return Ok(CommitInfo {
+                start_ts,
+                commit_ts: None,
+                rows: 0,
+                cells: 0,
+            });
+        };
+        let row_count = rows.len();
+        let primary = CellAddr {
+            table: primary_row.table.clone(),
+            row: primary_row.row.clone(),
+            column: primary_row.columns[0].0.clone(),
+        };
+        let lock = LockRecord {
+            kind: WriteKind::Put,
+            primary: primary.clone(),
+            owner: self.inner.worker_id,
+            wall_ms: now_ms(),
+            ttl_ms: u64::try_from(self.config().lock_ttl.as_millis()).unwrap_or(u64::MAX),
+        };
+        let hook = hook.as_ref();
+
+        checkpoint(hook, CommitStep::BeforePrewrite, start_ts).await?;
+        self.prewrite_rows(&rows[..1], start_ts, &lock).await?;
+        checkpoint(hook, CommitStep::AfterPrimaryPrewrite, start_ts).await?;
+        let primary_lock = LockRecord {
+            kind: if primary_row.columns[0].1.is_some() {
+                WriteKind::Put
+            } else {
+                WriteKind::Delete
+            },
+            ..lock.clone()
+        };
+        let heartbeat = self.spawn_heartbeat(primary.clone(), start_ts, primary_lock);
+        if let Err(e) = self.prewrite_rows(&rows[1..], start_ts, &lock).await {
+            self.abort_prewritten(&rows, start_ts).await;
+            self.inner.metrics.conflicted();
+            return Err(e);
+        }
+        checkpoint(hook, CommitStep::AfterPrewrites, start_ts).await?;
+
+        let commit_ts = self.inner.oracle.timestamp().await?;
+        checkpoint(hook, CommitStep::BeforeCommitPoint, start_ts).await?;
+        self.commit_primary(&rows[0], &primary, start_ts, commit_ts)
+            .await?;
+        drop(heartbeat);
+        if self.config().durable_commits {
+            self.inner.store.sync().await?;
+        }
+        checkpoint(hook, CommitStep::AfterCommitPoint, start_ts).await?;
+
+        let secondaries = &rows[1..];
+        if hook.is_some() && secondaries.len() >= 2 {
+            let (first, second) = secondaries.split_at(secondaries.len() / 2);
+            self.commit_secondaries(first, start_ts, commit_ts).await;
+            checkpoint(hook, CommitStep::AfterHalfSecondaries, start_ts).await?;
+            self.commit_secondaries(second, start_ts, commit_ts).await;
+        } else {
+            self.commit_secondaries(secondaries, start_ts, commit_ts)
+                .await;
+        }
+        self.inner.metrics.committed();
+        Ok(CommitInfo {
+            start_ts,
+            commit_ts: Some(commit_ts),
+            rows: row_count,
+            cells,
+        })
+    }
+
+    /// Prewrites `rows` in one batch, then settles each row that did not apply.
+    async fn prewrite_rows(&self, rows: &[RowWrites], start_ts: u64, lock: &LockRecord) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<RowMutation> = rows
+            .iter()
+            .map(|r| layout::prewrite(&r.table, &r.row, &r.columns, start_ts, lock))
+            .collect();
+        let outcomes = match self.inner.store.mutate_rows(batch).await {
+            Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
+            // Unknown outcome: settle every row one by one (prewrites are idempotent).
+            Err(StoreError::Unavailable(_)) => vec![None; rows.len()],
+            Err(e) => return Err(e.into()),
+        };
+        for (row, outcome) in rows.iter().zip(outcomes) {
+            if outcome != Some(MutationOutcome::Applied) {
+                self.settle_prewrite(row, start_ts, lock, outcome).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-tries one row's prewrite until it is ours, resolving dead locks in the way.
+    async fn settle_prewrite(
+        &self,
+        row: &RowWrites,
+        start_ts: u64,
+        lock: &LockRecord,
+        mut outcome: Option<MutationOutcome>,
+    ) -> Result<()> {
+        for _ in 0..PREWRITE_ATTEMPTS {
+            match outcome {
+                Some(MutationOutcome::Applied) => return Ok(()),
+                Some(MutationOutcome::ConditionFailed { condition }) => {
+                    match layout::prewrite_conflict(&row.columns, condition) {
+                        PrewriteConflict::NewerWrite(column) => {
+                            return Err(self.newer_write_error(row, &column, start_ts).await);
+                        }
+                        PrewriteConflict::Locked(column) => {
+                            let addr = CellAddr {
+                                table: row.table.clone(),
+                                row: row.row.clone(),
+                                column,
+                            };
+                            if !self.clear_foreign_lock(&addr, start_ts).await? {
+                                // Our own lock: an earlier attempt of this very prewrite applied
+                                // (prewrite mutations are atomic per row).
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+                None => {
+                    if self.row_prewritten_by(row, start_ts).await? {
+                        return Ok(());
+                    }
+                }
+            }
+            let batch = vec![layout::prewrite(&row.table, &row.row, &row.columns, start_ts, lock)];
+            outcome = match self.inner.store.mutate_rows(batch).await {
+                Ok(o) => o.first().copied(),
+                Err(StoreError::Unavailable(_)) => None,
+                Err(e) => return Err(e.into()),
+            };
+        }
+        match outcome {
+            Some(MutationOutcome::Applied) => Ok(()),
+            Some(_) => Err(Error::conflict(
+                &row.table,
+                &row.row,
+                &row.columns[0].0,
+                "prewrite kept meeting locks",
+            )),
+            None => Err(Error::Store(StoreError::Unavailable(
+                "prewrite outcome unknown after retries".into(),
+            ))),
+        }
+    }
+
+    /// Whether the first column of `row` carries our lock (an ambiguous prewrite applied).
+    async fn row_prewritten_by(&self, row: &RowWrites, start_ts: u64) -> Result<bool> {
+        let answer = self
+            .inner
+            .store
+            .read_row(ReadRow {
+                table: row.table.clone(),
+                row: row.row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Lock)
+                        .columns(Columns::one(row.columns[0].0.clone()))
+                        .ts(TsRange::at(start_ts)),
+                ],
+            })
+            .await?;
+        Ok(answer.first().is_some_and(|cells| !cells.is_empty()))
+    }
+
+    /// Looks at the lock on `addr`. Returns `Ok(false)` if it is ours; resolves a foreign dead or
+    /// expired lock and returns `Ok(true)` (retry the prewrite); a live foreign lock is a conflict.
+    async fn clear_foreign_lock(&self, addr: &CellAddr, start_ts: u64) -> Result<bool> {
+        let answer = self
+            .inner
+            .store
+            .read_row(ReadRow {
+                table: addr.table.clone(),
+                row: addr.row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Lock)
+                        .columns(Columns::one(addr.column.clone()))
+                        .max_versions(1),
+                ],
+            })
+            .await?;
+        let Some(cell) = answer.first().and_then(|c| c.first()) else {
+            return Ok(true); // gone already
+        };
+        if cell.ts == start_ts {
+            return Ok(false);
+        }
+        let record = LockRecord::decode(&cell.value)?;
+        if self.inner.may_clean(&record).await?
+            && self.inner.resolve_lock(addr, cell.ts, &record).await?
+        {
+            return Ok(true);
+        }
+        Err(Error::conflict(
+            &addr.table,
+            &addr.row,
+            &addr.column,
+            "locked by another transaction",
+        ))
+    }
+
+    /// The error for a write record at or after our start_ts: our own rollback record means a
+    /// cleaner rolled us back; anything else is a write-write conflict.
+    async fn newer_write_error(&self, row: &RowWrites, column: &Bytes, start_ts: u64) -> Error {
+        let answer = self
+            .inner
+            .store
+            .read_row(ReadRow {
+                table: row.table.clone(),
+                row: row.row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Write)
+                        .columns(Columns::one(column.clone()))
+                        .ts(TsRange::at(start_ts)),
+                ],
+            })
+            .await;
+        let rolled_back = answer.ok().is_some_and(|a| {
+            a.iter().flatten().any(|c| {
+                WriteRecord::decode(&c.value)
+                    .is_ok_and(|w| w.kind == WriteKind::Rollback && w.start_ts == start_ts)
+            })
+        });
+        if rolled_back {
+            Error::Aborted { start_ts }
+        } else {
+            Error::conflict(&row.table, &row.row, column, "newer write record")
+        }
+    }
+
+    /// Rolls back every lock this transaction may hold: the primary first (which settles the
+    /// transaction as aborted for every cleaner), then the rest. Best effort: whatever fails here
+    /// is cleaned up lazily by readers.
+    async fn abort_prewritten(&self, rows: &[RowWrites], start_ts: u64) {
+        let mut addrs = rows.iter().flat_map(|r| r.addrs());
+        if let Some(primary) = addrs.next() {
+            // Fence the primary even if its lock is gone, so no late prewrite can revive us.
+            let fence = vec![
+                layout::rollback_locked(&primary, start_ts),
+                layout::rollback_absent(&primary, start_ts),
+            ];
+            if let Err(e) = self.inner.store.mutate_rows(fence).await {
+                tracing::warn!(start_ts, error = %e, "could not roll back primary");
+                return;
+            }
+        }
+        let rest: Vec<RowMutation> = addrs
+            .map(|a| layout::rollback_locked(&a, start_ts))
+            .collect();
+        if !rest.is_empty()
+            && let Err(e) = self.inner.store.mutate_rows(rest).await
+        {
+            tracing::warn!(start_ts, error = %e, "could not roll back secondaries");
+        }
+    }
+
+    /// The commit point. Returns `Ok` once the primary's write records are known to be in place.
+    async fn commit_primary(
+        &self,
+        row: &RowWrites,
+        primary: &CellAddr,
+        start_ts: u64,
+        commit_ts: u64,
+    ) -> Result<()> {
+        let mutation = layout::commit(&row.table, &row.row, &row.kinds(), start_ts, commit_ts);
+        let mut last_error = None;
+        for _ in 0..AMBIGUOUS_ATTEMPTS {
+            match self.inner.store.mutate_rows(vec![mutation.clone()]).await {
+                Ok(outcome) if outcome.first().is_some_and(|o| o.applied()) => return Ok(()),
+                Ok(_) => {}
+                Err(e @ StoreError::Unavailable(_)) => last_error = Some(e),
+                Err(e) => {
+                    return Err(Error::CommitUndetermined {
+                        start_ts,
+                        source: e,
+                    });
+                }
+            }
+            // Condition failed or answer lost: the primary tells what happened.
+            match self.inner.check_status(primary, start_ts, false).await {
+                Ok(TxnStatus::Committed { .. }) => return Ok(()),
+                Ok(TxnStatus::RolledBack) => {
+                    self.inner.metrics.aborted();
+                    return Err(Error::Aborted { start_ts });
+                }
+                Ok(TxnStatus::Locked { .. }) => {} // our lock is still there: try again
+                Err(Error::Store(e)) => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::CommitUndetermined {
+            start_ts,
+            source: last_error.unwrap_or_else(|| {
+                StoreError::Unavailable("primary commit kept failing".into())
+            }),
+        })
+    }
+
+    /// Commits secondary rows; failures are left to lazy roll-forward.
+    async fn commit_secondaries(&self, rows: &[RowWrites], start_ts: u64, commit_ts: u64) {
+        if rows.is_empty() {
+            return;
+        }
+        let batch: Vec<RowMutation> = rows
+            .iter()
+            .map(|r| layout::commit(&r.table, &r.row, &r.kinds(), start_ts, commit_ts))
+            .collect();
+        if let Err(e) = self.inner.store.mutate_rows(batch).await {
+            tracing::debug!(start_ts, error = %e, "secondary commit failed; readers will roll forward");
+        }
+    }
+
+    fn spawn_heartbeat(&self, primary: CellAddr, start_ts: u64, lock: LockRecord) -> Heartbeat {
+        let inner = Arc::clone(&self.inner);
+        let interval = self.config().heartbeat_interval();
+        Heartbeat(tokio::spawn(async move {
+            let mut lock = lock;
+            loop {
+                tokio::time::sleep(interval).await;
+                lock.wall_ms = now_ms();
+                let refreshed = inner
+                    .store
+                    .mutate_rows(vec![layout::refresh_lock(&primary, start_ts, &lock)])
+                    .await;
+                if let Ok(outcome) = refreshed
+                    && !outcome.first().is_some_and(|o| o.applied())
+                {
+                    return; // committed or rolled back: nothing left to keep alive
+                }
+            }
+        }))
+    }
+}

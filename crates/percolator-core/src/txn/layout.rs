@@ -1,0 +1,263 @@
+//! The row mutations of the protocol, in one place: which cells each step writes, deletes and
+//! checks (paper Figure 6, Table 1). Every other module builds its store requests from here, so
+//! the cell layout cannot drift between the committer and the cleaners.
+
+use bytes::Bytes;
+
+use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::store::{Condition, Family, FamilyRead, Mutation, ReadRow, RowMutation, TsRange};
+
+/// One buffered write of a transaction within a row: column and new value (`None` deletes).
+pub(crate) type ColumnWrite = (Bytes, Option<Bytes>);
+
+/// Index of the failed condition → what it means for a prewrite (see [`prewrite`]).
+pub(crate) enum PrewriteConflict {
+    /// A write record at or after start_ts exists on this column.
+    NewerWrite(Bytes),
+    /// Some lock exists on this column.
+    Locked(Bytes),
+}
+
+/// Prewrite of every buffered column of one row: for each column, no write record at or after
+/// `start_ts` and no lock at any timestamp; then data at `start_ts` (for puts) and the lock.
+///
+/// Conditions come in pairs per column: `2 * i` is the write check, `2 * i + 1` the lock check.
+pub(crate) fn prewrite(
+    table: &Bytes,
+    row: &Bytes,
+    columns: &[ColumnWrite],
+    start_ts: u64,
+    lock: &LockRecord,
+) -> RowMutation {
+    let mut conditions = Vec::with_capacity(columns.len() * 2);
+    let mut mutations = Vec::with_capacity(columns.len() * 2);
+    for (column, value) in columns {
+        conditions.push(Condition::Absent {
+            family: Family::Write,
+            column: column.clone(),
+            ts: TsRange::from(start_ts),
+        });
+        conditions.push(Condition::Absent {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: TsRange::ALL,
+        });
+        let kind = match value {
+            Some(value) => {
+                mutations.push(Mutation::Put {
+                    family: Family::Data,
+                    column: column.clone(),
+                    ts: start_ts,
+                    value: value.clone(),
+                });
+                WriteKind::Put
+            }
+            None => WriteKind::Delete,
+        };
+        let record = LockRecord {
+            kind,
+            ..lock.clone()
+        };
+        mutations.push(Mutation::Put {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: start_ts,
+            value: record.encode(),
+        });
+    }
+    RowMutation {
+        table: table.clone(),
+        row: row.clone(),
+        conditions,
+        mutations,
+    }
+}
+
+/// Maps a failed prewrite condition index back to its column and meaning.
+pub(crate) fn prewrite_conflict(columns: &[ColumnWrite], condition: usize) -> PrewriteConflict {
+    let column = columns
+        .get(condition / 2)
+        .map(|(c, _)| c.clone())
+        .unwrap_or_default();
+    if condition % 2 == 0 {
+        PrewriteConflict::NewerWrite(column)
+    } else {
+        PrewriteConflict::Locked(column)
+    }
+}
+
+/// Commit of the listed columns of one row at `commit_ts`: each lock at `start_ts` must still be
+/// there; write records go in and locks go away in one atomic row mutation.
+pub(crate) fn commit(
+    table: &Bytes,
+    row: &Bytes,
+    columns: &[(Bytes, WriteKind)],
+    start_ts: u64,
+    commit_ts: u64,
+) -> RowMutation {
+    let mut conditions = Vec::with_capacity(columns.len());
+    let mut mutations = Vec::with_capacity(columns.len() * 2);
+    for (column, kind) in columns {
+        conditions.push(Condition::Exists {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: start_ts,
+        });
+        mutations.push(Mutation::Put {
+            family: Family::Write,
+            column: column.clone(),
+            ts: commit_ts,
+            value: WriteRecord {
+                kind: *kind,
+                start_ts,
+            }
+            .encode(),
+        });
+        mutations.push(Mutation::Delete {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: start_ts,
+        });
+    }
+    RowMutation {
+        table: table.clone(),
+        row: row.clone(),
+        conditions,
+        mutations,
+    }
+}
+
+/// The mutations that roll one column of transaction `start_ts` back: the lock and data go, a
+/// rollback record at `start_ts` stays so that a late prewrite of that transaction fails.
+pub(crate) fn rollback_mutations(column: &Bytes, start_ts: u64) -> Vec<Mutation> {
+    vec![
+        Mutation::Put {
+            family: Family::Write,
+            column: column.clone(),
+            ts: start_ts,
+            value: WriteRecord {
+                kind: WriteKind::Rollback,
+                start_ts,
+            }
+            .encode(),
+        },
+        Mutation::Delete {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: start_ts,
+        },
+        Mutation::Delete {
+            family: Family::Data,
+            column: column.clone(),
+            ts: start_ts,
+        },
+    ]
+}
+
+/// Rolls back a column whose lock is known to be at `start_ts` (no-op if the lock is gone).
+pub(crate) fn rollback_locked(addr: &CellAddr, start_ts: u64) -> RowMutation {
+    RowMutation {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        conditions: vec![Condition::Exists {
+            family: Family::Lock,
+            column: addr.column.clone(),
+            ts: start_ts,
+        }],
+        mutations: rollback_mutations(&addr.column, start_ts),
+    }
+}
+
+/// Rolls back the primary of transaction `start_ts` whose lock holds exactly `lock_bytes`: if the
+/// owner refreshed or committed it in the meantime, the condition fails and nothing changes.
+pub(crate) fn rollback_primary(addr: &CellAddr, start_ts: u64, lock_bytes: Bytes) -> RowMutation {
+    RowMutation {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        conditions: vec![Condition::Equals {
+            family: Family::Lock,
+            column: addr.column.clone(),
+            ts: start_ts,
+            value: lock_bytes,
+        }],
+        mutations: rollback_mutations(&addr.column, start_ts),
+    }
+}
+
+/// Marks transaction `start_ts` rolled back at a primary that holds neither its lock nor its write
+/// record (it was never prewritten there, or the prewrite is still in flight): the record makes
+/// any later prewrite fail.
+pub(crate) fn rollback_absent(addr: &CellAddr, start_ts: u64) -> RowMutation {
+    RowMutation {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        conditions: vec![Condition::Absent {
+            family: Family::Lock,
+            column: addr.column.clone(),
+            ts: TsRange::at(start_ts),
+        }],
+        mutations: vec![Mutation::Put {
+            family: Family::Write,
+            column: addr.column.clone(),
+            ts: start_ts,
+            value: WriteRecord {
+                kind: WriteKind::Rollback,
+                start_ts,
+            }
+            .encode(),
+        }],
+    }
+}
+
+/// Rolls a secondary column forward to a commit made at `commit_ts` (no-op if already resolved).
+pub(crate) fn roll_forward(
+    addr: &CellAddr,
+    start_ts: u64,
+    commit_ts: u64,
+    kind: WriteKind,
+) -> RowMutation {
+    commit(
+        &addr.table,
+        &addr.row,
+        &[(addr.column.clone(), kind)],
+        start_ts,
+        commit_ts,
+    )
+}
+
+/// Re-writes the primary lock with a fresh wall time (heartbeat), only while it is still there.
+pub(crate) fn refresh_lock(addr: &CellAddr, start_ts: u64, lock: &LockRecord) -> RowMutation {
+    RowMutation {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        conditions: vec![Condition::Exists {
+            family: Family::Lock,
+            column: addr.column.clone(),
+            ts: start_ts,
+        }],
+        mutations: vec![Mutation::Put {
+            family: Family::Lock,
+            column: addr.column.clone(),
+            ts: start_ts,
+            value: lock.encode(),
+        }],
+    }
+}
+
+/// The status read of a transaction at its primary: the lock at `start_ts` and every write record
+/// at or after `start_ts` (one of which may point back at `start_ts`).
+pub(crate) fn status_read(addr: &CellAddr, start_ts: u64) -> ReadRow {
+    let columns = crate::store::Columns::one(addr.column.clone());
+    ReadRow {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        reads: vec![
+            FamilyRead::all(Family::Lock)
+                .columns(columns.clone())
+                .ts(TsRange::at(start_ts)),
+            FamilyRead::all(Family::Write)
+                .columns(columns)
+                .ts(TsRange::from(start_ts)),
+        ],
+    }
+}
