@@ -1,0 +1,474 @@
+//! # percolator-backend-sled
+//!
+//! The embedded, persistent default backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34.
+//!
+//! ## Layout
+//! - **One sled tree per family** (`data`, `lock`, `write`, `notify`, `ack`): Bigtable's locality
+//!   groups, so the observers' scan of the notify family never reads data.
+//! - Keys are [`percolator_core::key::CellKey::encode`]: `enc(table) ++ enc(row) ++ enc(column) ++
+//!   !ts`, order-preserving and prefix-free, so a row is one key prefix and versions come newest
+//!   first.
+//!
+//! ## Atomicity
+//! sled is single-process. Per-row atomicity comes from **in-process row latches** (4096 striped
+//! `RwLock`s hashed by `(table, row)`): a row mutation takes its row's latch for writing, checks
+//! its conditions against the trees, then applies all of its puts and deletes — across trees — in
+//! one sled transaction, which is also what makes it **crash-atomic** (after a crash either every
+//! cell of the row mutation is there or none is). Reads and scans take the row latch for reading,
+//! so no reader sees half of a row mutation (sled's own multi-tree transactions are not isolated
+//! from plain reads). A batch whose rows are distinct takes all of their latches in stripe order
+//! and applies every successful item in a single sled transaction.
+//!
+//! ## Durability — what is on disk when a commit returns
+//! sled writes go to its in-memory log and are flushed by a background thread every
+//! `flush_every_ms` (500 ms by default). So by default, when `Transaction::commit` returns, the
+//! commit is **atomic and visible, but not yet durable**: a crash of the process or the machine
+//! may lose the commits of the last flush interval. Recovery restores a prefix of the log, so a
+//! lost commit is lost whole (its primary), and the locks of half-written transactions are
+//! resolved lazily as usual.
+//!
+//! With `TxnConfig { durable_commits: true, .. }` the transaction layer calls
+//! [`RowStore::sync`] (= `Db::flush_async`) right after the commit point, before `commit`
+//! returns: then every acknowledged commit survives `kill -9` and power loss (as far as the
+//! file system honours `fsync`). The timestamp oracle always syncs its high-water mark.
+//!
+//! ## Blocking
+//! sled operations run inline on the async task: they complete from sled's page cache and log
+//! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` uses
+//! `flush_async`). Latches are held only inside synchronous code, never across an `.await`.
+//!
+//! ## Limits
+//! Keys up to 16 KiB encoded, values up to 16 MiB, 100 000 row mutations per batch.
+
+use std::hash::{BuildHasher, Hasher};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use parking_lot::RwLock;
+use percolator_core::key::{self, KeyError};
+use percolator_core::store::{truncate_versions, validate_batch};
+use percolator_core::{
+    Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
+    RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
+};
+use sled::Transactional as _;
+
+const STRIPES: usize = 4096;
+
+/// The limits of [`SledStore`].
+pub const SLED_LIMITS: StoreLimits = StoreLimits {
+    max_key_bytes: 16 * 1024,
+    max_value_bytes: 16 * 1024 * 1024,
+    max_batch_rows: 100_000,
+    persistent: true,
+    durable_after_sync: true,
+    distributed: false,
+};
+
+/// How to open a [`SledStore`].
+#[derive(Debug, Clone)]
+pub struct SledConfig {
+    /// Directory of the database.
+    pub path: PathBuf,
+    /// sled's page cache size in bytes.
+    pub cache_capacity: u64,
+    /// Background flush period; `None` disables background flushing (only `sync` flushes).
+    pub flush_every_ms: Option<u64>,
+}
+
+impl SledConfig {
+    /// Defaults for `path`: 256 MiB cache, flush every 500 ms.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            cache_capacity: 256 * 1024 * 1024,
+            flush_every_ms: Some(500),
+        }
+    }
+}
+
+/// The sled-backed store. See the crate docs.
+pub struct SledStore {
+    db: sled::Db,
+    trees: Vec<sled::Tree>,
+    latches: Box<[RwLock<()>]>,
+    hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStore").field("path", &self.path).finish()
+    }
+}
+
+fn backend(context: &str, e: sled::Error) -> StoreError {
+    StoreError::backend(format!("sled: {context}"), e)
+}
+
+fn corrupt(e: KeyError) -> StoreError {
+    StoreError::Corrupt(format!("undecodable key in sled tree: {e}"))
+}
+
+/// The smallest key greater than every key that starts with `prefix`. `prefix` always ends in a
+/// memcomparable marker byte (never 0xFF), so incrementing the last byte is enough.
+fn prefix_successor(prefix: &[u8]) -> Vec<u8> {
+    let mut out = prefix.to_vec();
+    while let Some(last) = out.pop() {
+        if last < 0xFF {
+            out.push(last + 1);
+            return out;
+        }
+    }
+    out
+}
+
+/// `(start, end)` keys (inclusive) covering versions `ts` of one column.
+fn version_bounds(column_prefix: &[u8], ts: TsRange) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = column_prefix.to_vec();
+    key::encode_ts(&mut lo, ts.hi);
+    let mut hi = column_prefix.to_vec();
+    key::encode_ts(&mut hi, ts.lo);
+    (lo, hi)
+}
+
+impl SledStore {
+    /// Opens (or creates) a store at `path` with default settings.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(SledConfig::new(path.as_ref()))
+    }
+
+    /// Opens (or creates) a store.
+    pub fn open_with(config: SledConfig) -> Result<Self, StoreError> {
+        let db = sled::Config::new()
+            .path(&config.path)
+            .cache_capacity(config.cache_capacity)
+            .flush_every_ms(config.flush_every_ms)
+            .open()
+            .map_err(|e| backend("open", e))?;
+        let trees = Family::ALL
+            .iter()
+            .map(|f| db.open_tree(f.name()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| backend("open tree", e))?;
+        Ok(Self {
+            db,
+            trees,
+            latches: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            hasher: Default::default(),
+            path: config.path,
+        })
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes sled reports on disk.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db.size_on_disk().map_err(|e| backend("size_on_disk", e))
+    }
+
+    fn tree(&self, family: Family) -> &sled::Tree {
+        &self.trees[family.index()]
+    }
+
+    fn stripe(&self, table: &[u8], row: &[u8]) -> usize {
+        let mut h = self.hasher.build_hasher();
+        h.write(table);
+        h.write_u8(0xFF);
+        h.write(row);
+        (h.finish() as usize) % STRIPES
+    }
+
+    /// Cells of one family of one row (caller holds the row latch).
+    fn read_family(&self, row_prefix: &[u8], table: &[u8], row: &[u8], read: &FamilyRead) -> Result<Vec<Cell>, StoreError> {
+        let tree = self.tree(read.family);
+        let mut out = Vec::new();
+        match &read.columns {
+            Columns::Only(list) => {
+                let mut list = list.clone();
+                list.sort();
+                list.dedup();
+                for column in &list {
+                    let prefix = key::column_prefix(table, row, column);
+                    let (lo, hi) = version_bounds(&prefix, read.ts);
+                    let mut taken = 0usize;
+                    for item in tree.range(lo..=hi) {
+                        if read.max_versions.is_some_and(|n| taken >= n) {
+                            break;
+                        }
+                        let (k, v) = item.map_err(|e| backend("read", e))?;
+                        let ts = key::decode_ts(&k[prefix.len()..], prefix.len()).map_err(corrupt)?;
+                        out.push(Cell {
+                            column: column.clone(),
+                            ts,
+                            value: Bytes::copy_from_slice(&v),
+                        });
+                        taken += 1;
+                    }
+                }
+            }
+            Columns::All => {
+                for item in tree.scan_prefix(row_prefix) {
+                    let (k, v) = item.map_err(|e| backend("read", e))?;
+                    let (column, used) = key::decode_bytes(&k[row_prefix.len()..], row_prefix.len()).map_err(corrupt)?;
+                    let at = row_prefix.len() + used;
+                    let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
+                    if read.ts.contains(ts) {
+                        out.push(Cell {
+                            column: Bytes::from(column),
+                            ts,
+                            value: Bytes::copy_from_slice(&v),
+                        });
+                    }
+                }
+                truncate_versions(&mut out, read.max_versions);
+            }
+        }
+        Ok(out)
+    }
+
+    fn holds(&self, table: &[u8], row: &[u8], condition: &Condition) -> Result<bool, StoreError> {
+        Ok(match condition {
+            Condition::Absent { family, column, ts } => {
+                let prefix = key::column_prefix(table, row, column);
+                let (lo, hi) = version_bounds(&prefix, *ts);
+                match self.tree(*family).range(lo..=hi).next() {
+                    None => true,
+                    Some(item) => {
+                        item.map_err(|e| backend("condition", e))?;
+                        false
+                    }
+                }
+            }
+            Condition::Exists { family, column, ts } => self
+                .tree(*family)
+                .contains_key(cell_key(table, row, column, *ts))
+                .map_err(|e| backend("condition", e))?,
+            Condition::Equals { family, column, ts, value } => self
+                .tree(*family)
+                .get(cell_key(table, row, column, *ts))
+                .map_err(|e| backend("condition", e))?
+                .is_some_and(|v| v.as_ref() == value.as_ref()),
+        })
+    }
+
+    /// Checks an item's conditions and turns its mutations into concrete key writes (caller holds
+    /// the row latch, so the keys a range delete finds stay valid until they are applied).
+    fn plan(&self, item: &RowMutation, writes: &mut Vec<KeyWrite>) -> Result<MutationOutcome, StoreError> {
+        for (i, condition) in item.conditions.iter().enumerate() {
+            if !self.holds(&item.table, &item.row, condition)? {
+                return Ok(MutationOutcome::ConditionFailed { condition: i });
+            }
+        }
+        for m in &item.mutations {
+            match m {
+                Mutation::Put { family, column, ts, value } => writes.push(KeyWrite {
+                    tree: family.index(),
+                    key: cell_key(&item.table, &item.row, column, *ts),
+                    value: Some(value.clone()),
+                }),
+                Mutation::Delete { family, column, ts } => writes.push(KeyWrite {
+                    tree: family.index(),
+                    key: cell_key(&item.table, &item.row, column, *ts),
+                    value: None,
+                }),
+                Mutation::DeleteRange { family, column, ts } => {
+                    let prefix = key::column_prefix(&item.table, &item.row, column);
+                    let (lo, hi) = version_bounds(&prefix, *ts);
+                    for k in self.tree(*family).range(lo..=hi).keys() {
+                        let k = k.map_err(|e| backend("delete range", e))?;
+                        writes.push(KeyWrite { tree: family.index(), key: k.to_vec(), value: None });
+                    }
+                }
+            }
+        }
+        Ok(MutationOutcome::Applied)
+    }
+
+    /// Applies planned writes atomically (and crash-atomically) across trees.
+    fn commit_writes(&self, writes: &[KeyWrite]) -> Result<(), StoreError> {
+        match writes {
+            [] => Ok(()),
+            [single] => {
+                let tree = &self.trees[single.tree];
+                match &single.value {
+                    Some(v) => tree.insert(&single.key, v.as_ref()).map(|_| ()),
+                    None => tree.remove(&single.key).map(|_| ()),
+                }
+                .map_err(|e| backend("write", e))
+            }
+            many => self.trees[..]
+                .transaction(|trees| {
+                    for w in many {
+                        match &w.value {
+                            Some(v) => {
+                                trees[w.tree].insert(w.key.as_slice(), v.as_ref())?;
+                            }
+                            None => {
+                                trees[w.tree].remove(w.key.as_slice())?;
+                            }
+                        }
+                    }
+                    Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+                })
+                .map_err(|e| match e {
+                    sled::transaction::TransactionError::Storage(e) => backend("transaction", e),
+                    sled::transaction::TransactionError::Abort(()) => StoreError::Backend {
+                        message: "sled transaction aborted".into(),
+                        source: None,
+                    },
+                }),
+        }
+    }
+
+    fn mutate_one(&self, item: &RowMutation) -> Result<MutationOutcome, StoreError> {
+        let _latch = self.latches[self.stripe(&item.table, &item.row)].write();
+        let mut writes = Vec::new();
+        let outcome = self.plan(item, &mut writes)?;
+        if outcome.applied() {
+            self.commit_writes(&writes)?;
+        }
+        Ok(outcome)
+    }
+
+    fn mutate_distinct_rows(&self, batch: &[RowMutation]) -> Result<Vec<MutationOutcome>, StoreError> {
+        let mut stripes: Vec<usize> = batch.iter().map(|m| self.stripe(&m.table, &m.row)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        // Stripe order is global, so two batches can never deadlock on each other's latches.
+        let _latches: Vec<_> = stripes.iter().map(|&s| self.latches[s].write()).collect();
+        let mut writes = Vec::new();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for item in batch {
+            outcomes.push(self.plan(item, &mut writes)?);
+        }
+        self.commit_writes(&writes)?;
+        Ok(outcomes)
+    }
+}
+
+struct KeyWrite {
+    tree: usize,
+    key: Vec<u8>,
+    value: Option<Bytes>,
+}
+
+fn cell_key(table: &[u8], row: &[u8], column: &[u8], ts: u64) -> Vec<u8> {
+    let mut k = key::column_prefix(table, row, column);
+    key::encode_ts(&mut k, ts);
+    k
+}
+
+#[async_trait]
+impl RowStore for SledStore {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn limits(&self) -> StoreLimits {
+        SLED_LIMITS
+    }
+
+    async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
+        tokio::task::consume_budget().await;
+        let prefix = key::row_prefix(&request.table, &request.row);
+        let _latch = self.latches[self.stripe(&request.table, &request.row)].read();
+        request
+            .reads
+            .iter()
+            .map(|read| self.read_family(&prefix, &request.table, &request.row, read))
+            .collect()
+    }
+
+    async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
+        tokio::task::consume_budget().await;
+        let table_prefix = key::table_prefix(&request.table);
+        let mut cursor = match &request.start {
+            Bound::Included(r) => key::row_prefix(&request.table, r),
+            Bound::Excluded(r) => prefix_successor(&key::row_prefix(&request.table, r)),
+            Bound::Unbounded => table_prefix.clone(),
+        };
+        let tree = self.tree(request.read.family);
+        let mut out = Vec::new();
+        while request.row_limit.is_none_or(|limit| out.len() < limit) {
+            let Some(item) = tree.range(cursor.as_slice()..).next() else { break };
+            let (k, _) = item.map_err(|e| backend("scan", e))?;
+            if !k.starts_with(&table_prefix) {
+                break;
+            }
+            let (row, used) = key::decode_bytes(&k[table_prefix.len()..], table_prefix.len()).map_err(corrupt)?;
+            if percolator_core::store::row_past_end(&row, &request.end) {
+                break;
+            }
+            let row_prefix = &k[..table_prefix.len() + used];
+            let cells = {
+                let _latch = self.latches[self.stripe(&request.table, &row)].read();
+                self.read_family(row_prefix, &request.table, &row, &request.read)?
+            };
+            cursor = prefix_successor(row_prefix);
+            if !cells.is_empty() {
+                out.push(RowCells { row: Bytes::from(row), cells });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mutate_rows(&self, batch: Vec<RowMutation>) -> Result<Vec<MutationOutcome>, StoreError> {
+        tokio::task::consume_budget().await;
+        validate_batch(&batch, &SLED_LIMITS)?;
+        let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        if rows.len() == batch.len() {
+            self.mutate_distinct_rows(&batch)
+        } else {
+            // Items on the same row must see each other's effects: apply one by one.
+            batch.iter().map(|item| self.mutate_one(item)).collect()
+        }
+    }
+
+    async fn sync(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await.map(|_| ()).map_err(|e| backend("flush", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor_bounds_the_prefix() {
+        let p = key::row_prefix(b"t", b"\xff\xff\xff\xff\xff\xff\xff\xff");
+        let succ = prefix_successor(&p);
+        let inside = cell_key(b"t", b"\xff\xff\xff\xff\xff\xff\xff\xff", &[0xFF; 40], 0);
+        assert!(inside.as_slice() < succ.as_slice());
+        let next_row = key::row_prefix(b"t", b"\xff\xff\xff\xff\xff\xff\xff\xff\x00");
+        assert!(next_row.as_slice() >= succ.as_slice());
+    }
+
+    #[test]
+    fn corrupt_keys_in_a_tree_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        // A key that starts like table "t" but is cut short.
+        let mut bad = key::table_prefix(b"t");
+        bad.extend_from_slice(&[1, 2, 3]);
+        store.tree(Family::Data).insert(bad, &b"x"[..]).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let err = rt
+            .block_on(store.scan(Scan {
+                table: Bytes::from("t"),
+                start: Bound::Unbounded,
+                end: Bound::Unbounded,
+                read: FamilyRead::all(Family::Data),
+                row_limit: None,
+            }))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    }
+}
