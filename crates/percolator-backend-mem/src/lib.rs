@@ -128,7 +128,11 @@ impl MemStore {
     }
 }
 
-fn version_range(column: &Bytes, lo: u64, hi: u64) -> std::ops::RangeInclusive<(Bytes, Reverse<u64>)> {
+fn version_range(
+    column: &Bytes,
+    lo: u64,
+    hi: u64,
+) -> std::ops::RangeInclusive<(Bytes, Reverse<u64>)> {
     (column.clone(), Reverse(hi))..=(column.clone(), Reverse(lo))
 }
 
@@ -138,8 +142,9 @@ fn holds(families: &[Versions; Family::ALL.len()], condition: &Condition) -> boo
             .range(version_range(column, ts.lo, ts.hi))
             .next()
             .is_none(),
-        Condition::Exists { family, column, ts } => families[family.index()]
-            .contains_key(&(column.clone(), Reverse(*ts))),
+        Condition::Exists { family, column, ts } => {
+            families[family.index()].contains_key(&(column.clone(), Reverse(*ts)))
+        }
         Condition::Equals {
             family,
             column,

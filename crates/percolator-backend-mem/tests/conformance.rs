@@ -1,5 +1,7 @@
 //! The shared conformance suite, run against `MemStore`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -100,7 +100,9 @@ pub struct SledStore {
 
 impl std::fmt::Debug for SledStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SledStore").field("path", &self.path).finish()
+        f.debug_struct("SledStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -169,7 +171,9 @@ impl SledStore {
 
     /// Bytes sled reports on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        self.db.size_on_disk().map_err(|e| backend("size_on_disk", e))
+        self.db
+            .size_on_disk()
+            .map_err(|e| backend("size_on_disk", e))
     }
 
     fn tree(&self, family: Family) -> &sled::Tree {
@@ -185,7 +189,13 @@ impl SledStore {
     }
 
     /// Cells of one family of one row (caller holds the row latch).
-    fn read_family(&self, row_prefix: &[u8], table: &[u8], row: &[u8], read: &FamilyRead) -> Result<Vec<Cell>, StoreError> {
+    fn read_family(
+        &self,
+        row_prefix: &[u8],
+        table: &[u8],
+        row: &[u8],
+        read: &FamilyRead,
+    ) -> Result<Vec<Cell>, StoreError> {
         let tree = self.tree(read.family);
         let mut out = Vec::new();
         match &read.columns {
@@ -196,26 +206,25 @@ impl SledStore {
                 for column in &list {
                     let prefix = key::column_prefix(table, row, column);
                     let (lo, hi) = version_bounds(&prefix, read.ts);
-                    let mut taken = 0usize;
-                    for item in tree.range(lo..=hi) {
-                        if read.max_versions.is_some_and(|n| taken >= n) {
-                            break;
-                        }
+                    let limit = read.max_versions.unwrap_or(usize::MAX);
+                    for item in tree.range(lo..=hi).take(limit) {
                         let (k, v) = item.map_err(|e| backend("read", e))?;
-                        let ts = key::decode_ts(&k[prefix.len()..], prefix.len()).map_err(corrupt)?;
+                        let ts =
+                            key::decode_ts(&k[prefix.len()..], prefix.len()).map_err(corrupt)?;
                         out.push(Cell {
                             column: column.clone(),
                             ts,
                             value: Bytes::copy_from_slice(&v),
                         });
-                        taken += 1;
                     }
                 }
             }
             Columns::All => {
                 for item in tree.scan_prefix(row_prefix) {
                     let (k, v) = item.map_err(|e| backend("read", e))?;
-                    let (column, used) = key::decode_bytes(&k[row_prefix.len()..], row_prefix.len()).map_err(corrupt)?;
+                    let (column, used) =
+                        key::decode_bytes(&k[row_prefix.len()..], row_prefix.len())
+                            .map_err(corrupt)?;
                     let at = row_prefix.len() + used;
                     let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
                     if read.ts.contains(ts) {
@@ -249,7 +258,12 @@ impl SledStore {
                 .tree(*family)
                 .contains_key(cell_key(table, row, column, *ts))
                 .map_err(|e| backend("condition", e))?,
-            Condition::Equals { family, column, ts, value } => self
+            Condition::Equals {
+                family,
+                column,
+                ts,
+                value,
+            } => self
                 .tree(*family)
                 .get(cell_key(table, row, column, *ts))
                 .map_err(|e| backend("condition", e))?
@@ -259,7 +273,11 @@ impl SledStore {
 
     /// Checks an item's conditions and turns its mutations into concrete key writes (caller holds
     /// the row latch, so the keys a range delete finds stay valid until they are applied).
-    fn plan(&self, item: &RowMutation, writes: &mut Vec<KeyWrite>) -> Result<MutationOutcome, StoreError> {
+    fn plan(
+        &self,
+        item: &RowMutation,
+        writes: &mut Vec<KeyWrite>,
+    ) -> Result<MutationOutcome, StoreError> {
         for (i, condition) in item.conditions.iter().enumerate() {
             if !self.holds(&item.table, &item.row, condition)? {
                 return Ok(MutationOutcome::ConditionFailed { condition: i });
@@ -267,7 +285,12 @@ impl SledStore {
         }
         for m in &item.mutations {
             match m {
-                Mutation::Put { family, column, ts, value } => writes.push(KeyWrite {
+                Mutation::Put {
+                    family,
+                    column,
+                    ts,
+                    value,
+                } => writes.push(KeyWrite {
                     tree: family.index(),
                     key: cell_key(&item.table, &item.row, column, *ts),
                     value: Some(value.clone()),
@@ -282,7 +305,11 @@ impl SledStore {
                     let (lo, hi) = version_bounds(&prefix, *ts);
                     for k in self.tree(*family).range(lo..=hi).keys() {
                         let k = k.map_err(|e| backend("delete range", e))?;
-                        writes.push(KeyWrite { tree: family.index(), key: k.to_vec(), value: None });
+                        writes.push(KeyWrite {
+                            tree: family.index(),
+                            key: k.to_vec(),
+                            value: None,
+                        });
                     }
                 }
             }
@@ -336,8 +363,14 @@ impl SledStore {
         Ok(outcome)
     }
 
-    fn mutate_distinct_rows(&self, batch: &[RowMutation]) -> Result<Vec<MutationOutcome>, StoreError> {
-        let mut stripes: Vec<usize> = batch.iter().map(|m| self.stripe(&m.table, &m.row)).collect();
+    fn mutate_distinct_rows(
+        &self,
+        batch: &[RowMutation],
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
+        let mut stripes: Vec<usize> = batch
+            .iter()
+            .map(|m| self.stripe(&m.table, &m.row))
+            .collect();
         stripes.sort_unstable();
         stripes.dedup();
         // Stripe order is global, so two batches can never deadlock on each other's latches.
@@ -396,12 +429,15 @@ impl RowStore for SledStore {
         let tree = self.tree(request.read.family);
         let mut out = Vec::new();
         while request.row_limit.is_none_or(|limit| out.len() < limit) {
-            let Some(item) = tree.range(cursor.as_slice()..).next() else { break };
+            let Some(item) = tree.range(cursor.as_slice()..).next() else {
+                break;
+            };
             let (k, _) = item.map_err(|e| backend("scan", e))?;
             if !k.starts_with(&table_prefix) {
                 break;
             }
-            let (row, used) = key::decode_bytes(&k[table_prefix.len()..], table_prefix.len()).map_err(corrupt)?;
+            let (row, used) =
+                key::decode_bytes(&k[table_prefix.len()..], table_prefix.len()).map_err(corrupt)?;
             if percolator_core::store::row_past_end(&row, &request.end) {
                 break;
             }
@@ -412,13 +448,19 @@ impl RowStore for SledStore {
             };
             cursor = prefix_successor(row_prefix);
             if !cells.is_empty() {
-                out.push(RowCells { row: Bytes::from(row), cells });
+                out.push(RowCells {
+                    row: Bytes::from(row),
+                    cells,
+                });
             }
         }
         Ok(out)
     }
 
-    async fn mutate_rows(&self, batch: Vec<RowMutation>) -> Result<Vec<MutationOutcome>, StoreError> {
+    async fn mutate_rows(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
         tokio::task::consume_budget().await;
         validate_batch(&batch, &SLED_LIMITS)?;
         let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
@@ -433,7 +475,11 @@ impl RowStore for SledStore {
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await.map(|_| ()).map_err(|e| backend("flush", e))
+        self.db
+            .flush_async()
+            .await
+            .map(|_| ())
+            .map_err(|e| backend("flush", e))
     }
 }
 
@@ -459,7 +505,9 @@ mod tests {
         let mut bad = key::table_prefix(b"t");
         bad.extend_from_slice(&[1, 2, 3]);
         store.tree(Family::Data).insert(bad, &b"x"[..]).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let err = rt
             .block_on(store.scan(Scan {
                 table: Bytes::from("t"),

@@ -1,5 +1,7 @@
 //! The shared conformance suite, run against `SledStore` in temporary directories.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -2,6 +2,8 @@
 //! mid-workload; the database is reopened and every acknowledged commit must be there, the total
 //! conserved after lock resolution, and no lock left.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -20,8 +22,20 @@ async fn acknowledged_commits_survive_sigkill() {
     for round in 0..2 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_percolator-bank"))
             .args(["--db", dir.path().to_str().unwrap()])
-            .args(["--accounts", &ACCOUNT_COUNT.to_string(), "--initial", &INITIAL.to_string()])
-            .args(["--transfers", "1000000", "--workers", "6", "--durable", "--print-acks"])
+            .args([
+                "--accounts",
+                &ACCOUNT_COUNT.to_string(),
+                "--initial",
+                &INITIAL.to_string(),
+            ])
+            .args([
+                "--transfers",
+                "1000000",
+                "--workers",
+                "6",
+                "--durable",
+                "--print-acks",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -51,16 +65,25 @@ async fn acknowledged_commits_survive_sigkill() {
                 }
             }
             let status = child.wait().expect("reap child");
-            assert!(!status.success(), "child was killed, not finished: {status:?}");
+            assert!(
+                !status.success(),
+                "child was killed, not finished: {status:?}"
+            );
             (acks, killed_at)
         })
         .await
         .unwrap();
-        assert!(killed_at >= wanted, "round {round}: child acknowledged only {killed_at} transfers before the deadline");
+        assert!(
+            killed_at >= wanted,
+            "round {round}: child acknowledged only {killed_at} transfers before the deadline"
+        );
 
         let store = Arc::new(SledStore::open(dir.path()).expect("reopen after SIGKILL"));
         let client = Client::builder(Arc::clone(&store))
-            .config(TxnConfig { lock_ttl: Duration::from_millis(500), ..TxnConfig::default() })
+            .config(TxnConfig {
+                lock_ttl: Duration::from_millis(500),
+                ..TxnConfig::default()
+            })
             .build()
             .await
             .unwrap();
@@ -72,14 +95,21 @@ async fn acknowledged_commits_survive_sigkill() {
             if live_a + live_t == 0 {
                 break;
             }
-            assert!(Instant::now() < deadline, "locks of the killed child never became resolvable");
+            assert!(
+                Instant::now() < deadline,
+                "locks of the killed child never became resolvable"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(client.locks(ACCOUNTS).await.unwrap().is_empty());
         assert!(client.locks(TRANSFERS).await.unwrap().is_empty());
         let (sum, count) = workload::total(&client).await.unwrap();
         assert_eq!(count, ACCOUNT_COUNT);
-        assert_eq!(sum, ACCOUNT_COUNT as i64 * INITIAL, "round {round}: money created or destroyed by the crash");
+        assert_eq!(
+            sum,
+            ACCOUNT_COUNT as i64 * INITIAL,
+            "round {round}: money created or destroyed by the crash"
+        );
         let txn = client.begin().await.unwrap();
         for id in &acks {
             assert!(
@@ -87,7 +117,10 @@ async fn acknowledged_commits_survive_sigkill() {
                 "round {round}: acknowledged transfer {id} lost after SIGKILL"
             );
         }
-        eprintln!("round {round}: {} acknowledged transfers all present after SIGKILL", acks.len());
+        eprintln!(
+            "round {round}: {} acknowledged transfers all present after SIGKILL",
+            acks.len()
+        );
         client.shutdown().await.unwrap();
         drop(txn);
         drop(client);

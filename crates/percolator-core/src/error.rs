@@ -80,7 +80,9 @@ pub enum Error {
         reason: &'static str,
     },
     /// A cell stayed locked by a live transaction longer than the lock-wait limit.
-    #[error("cell {table:?}/{row:?}/{column:?} is locked by transaction {lock_ts} (waited {waited_ms} ms)")]
+    #[error(
+        "cell {table:?}/{row:?}/{column:?} is locked by transaction {lock_ts} (waited {waited_ms} ms)"
+    )]
     LockWaitTimeout {
         /// Table.
         table: String,

@@ -124,12 +124,13 @@ pub fn encode_ts(out: &mut Vec<u8>, ts: u64) {
 
 /// Decodes a timestamp written by [`encode_ts`] from the front of `input`.
 pub fn decode_ts(input: &[u8], base: usize) -> Result<u64, KeyError> {
-    let bytes: [u8; 8] = input
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or(KeyError::Truncated {
-            offset: base + input.len(),
-        })?;
+    let bytes: [u8; 8] =
+        input
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(KeyError::Truncated {
+                offset: base + input.len(),
+            })?;
     Ok(u64::MAX - u64::from_be_bytes(bytes))
 }
 

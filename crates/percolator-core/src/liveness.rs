@@ -101,7 +101,10 @@ impl<S: RowStore> Liveness for StoreLiveness<S> {
             return Ok(false);
         };
         let bytes: [u8; 8] = cell.value.as_ref().try_into().map_err(|_| {
-            Error::Corrupt(format!("worker lease is {} bytes, expected 8", cell.value.len()))
+            Error::Corrupt(format!(
+                "worker lease is {} bytes, expected 8",
+                cell.value.len()
+            ))
         })?;
         Ok(u64::from_be_bytes(bytes) >= now_ms())
     }

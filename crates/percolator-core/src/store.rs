@@ -97,7 +97,10 @@ impl TsRange {
 
     /// `[ts, MAX]`.
     pub const fn from(ts: u64) -> Self {
-        Self { lo: ts, hi: u64::MAX }
+        Self {
+            lo: ts,
+            hi: u64::MAX,
+        }
     }
 
     /// Whether `ts` lies in the range.

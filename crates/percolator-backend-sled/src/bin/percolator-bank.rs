@@ -83,12 +83,17 @@ async fn resolve_leftovers(client: &Client<SledStore>) -> Result<usize, Error> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(Error::InvalidInput("locks of a crashed run did not expire within 30 s".into()))
+    Err(Error::InvalidInput(
+        "locks of a crashed run did not expire within 30 s".into(),
+    ))
 }
 
 async fn run(args: Args) -> Result<bool, Error> {
     let store = Arc::new(SledStore::open(&args.db)?);
-    let client = Client::builder(Arc::clone(&store)).config(config(args.durable)).build().await?;
+    let client = Client::builder(Arc::clone(&store))
+        .config(config(args.durable))
+        .build()
+        .await?;
     let leftovers = resolve_leftovers(&client).await?;
     let (sum, count) = workload::total(&client).await?;
     if count == 0 {
@@ -98,7 +103,9 @@ async fn run(args: Args) -> Result<bool, Error> {
     let expected = load_expected(&client).await?;
     if args.verify {
         let (sum, count) = workload::total(&client).await?;
-        println!("resolved {leftovers} leftover locks; {count} accounts, total {sum}, expected {expected}");
+        println!(
+            "resolved {leftovers} leftover locks; {count} accounts, total {sum}, expected {expected}"
+        );
         return Ok(sum == expected);
     }
     let _ = sum;
@@ -122,7 +129,11 @@ async fn run(args: Args) -> Result<bool, Error> {
                 let (from, to, amount) = {
                     let mut rng = rand::rng();
                     let from = rng.random_range(0..accounts);
-                    (from, (from + rng.random_range(1..accounts)) % accounts, rng.random_range(1..100))
+                    (
+                        from,
+                        (from + rng.random_range(1..accounts)) % accounts,
+                        rng.random_range(1..100),
+                    )
                 };
                 let id = format!("{run_id:08x}-w{w}-{i}");
                 workload::transfer(&client, from, to, amount, &id).await?;
@@ -139,7 +150,8 @@ async fn run(args: Args) -> Result<bool, Error> {
         }));
     }
     for t in tasks {
-        t.await.map_err(|e| Error::InvalidInput(format!("worker panicked: {e}")))??;
+        t.await
+            .map_err(|e| Error::InvalidInput(format!("worker panicked: {e}")))??;
     }
     let elapsed = started.elapsed();
     let (sum, count) = workload::total(&client).await?;
@@ -149,17 +161,32 @@ async fn run(args: Args) -> Result<bool, Error> {
     println!();
     println!("| metric                      | value |");
     println!("|-----------------------------|-------|");
-    println!("| backend                     | sled ({}) |", args.db.display());
+    println!(
+        "| backend                     | sled ({}) |",
+        args.db.display()
+    );
     println!("| transfers committed         | {n} |");
     println!("| workers                     | {} |", args.workers);
-    println!("| elapsed                     | {:.2} s |", elapsed.as_secs_f64());
-    println!("| transfers / s               | {:.0} |", n as f64 / elapsed.as_secs_f64());
+    println!(
+        "| elapsed                     | {:.2} s |",
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "| transfers / s               | {:.0} |",
+        n as f64 / elapsed.as_secs_f64()
+    );
     println!("| retries (conflicts)         | {} |", metrics.retries);
-    println!("| locks rolled forward / back | {} / {} |", metrics.locks_rolled_forward, metrics.locks_rolled_back);
+    println!(
+        "| locks rolled forward / back | {} / {} |",
+        metrics.locks_rolled_forward, metrics.locks_rolled_back
+    );
     println!("| leftover locks resolved     | {leftovers} |");
     println!("| durable commits             | {} |", args.durable);
     println!("| accounts                    | {count} |");
-    println!("| total balance               | {sum} (expected {expected}: {}) |", if ok { "conserved" } else { "VIOLATED" });
+    println!(
+        "| total balance               | {sum} (expected {expected}: {}) |",
+        if ok { "conserved" } else { "VIOLATED" }
+    );
     client.shutdown().await?;
     store.sync().await?;
     Ok(ok)
@@ -175,7 +202,11 @@ async fn store_expected(client: &Client<SledStore>, total: i64) -> Result<(), Er
 }
 
 async fn load_expected(client: &Client<SledStore>) -> Result<i64, Error> {
-    let v = client.begin().await?.get("bank-meta", EXPECTED_ROW, "v").await?;
+    let v = client
+        .begin()
+        .await?
+        .get("bank-meta", EXPECTED_ROW, "v")
+        .await?;
     let v = v.ok_or_else(|| Error::Corrupt("bank database without its expected total".into()))?;
     String::from_utf8_lossy(&v)
         .parse()

@@ -38,7 +38,11 @@ async fn writer<S: RowStore>(c: &Client<S>) -> crate::txn::Transaction<S> {
 async fn assert_all<S: RowStore>(c: &Client<S>, expected: &str) {
     let r = c.begin().await.unwrap();
     for row in ROWS {
-        assert_eq!(r.get(TABLE, row, "v").await.unwrap(), Some(Bytes::copy_from_slice(expected.as_bytes())), "row {row}");
+        assert_eq!(
+            r.get(TABLE, row, "v").await.unwrap(),
+            Some(Bytes::copy_from_slice(expected.as_bytes())),
+            "row {row}"
+        );
     }
 }
 
@@ -51,7 +55,10 @@ pub async fn resolve_all<S: RowStore>(c: &Client<S>, table: &str) {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("locks in {table} never became resolvable: {:?}", c.locks(table).await.unwrap());
+    panic!(
+        "locks in {table} never became resolvable: {:?}",
+        c.locks(table).await.unwrap()
+    );
 }
 
 fn primary() -> CellAddr {
@@ -66,8 +73,14 @@ async fn crash_then_resolve<F: StoreFactory>(factory: &F, step: CommitStep, comm
     let start_ts = t.start_ts();
     t.set_commit_hook(Some(Arc::new(CrashAt(step))));
     let err = t.commit().await.expect_err("crash injected");
-    assert!(matches!(err, Error::InjectedCrash(s) if s == step), "{err:?}");
-    assert!(!c.locks(TABLE).await.unwrap().is_empty(), "a crash at {step:?} leaves locks");
+    assert!(
+        matches!(err, Error::InjectedCrash(s) if s == step),
+        "{err:?}"
+    );
+    assert!(
+        !c.locks(TABLE).await.unwrap().is_empty(),
+        "a crash at {step:?} leaves locks"
+    );
 
     // A reader resolves through the primary (waiting out the TTL if the outcome is still open).
     assert_all(&c, if committed { "new" } else { "old" }).await;
@@ -106,7 +119,11 @@ pub async fn lost_response_to_primary_commit<F: StoreFactory>(factory: &F) {
     let c = client(&store).await;
     seed(&c).await;
     store.lose_answers(1, Box::new(is_commit));
-    let info = writer(&c).await.commit().await.expect("commit survives a lost answer");
+    let info = writer(&c)
+        .await
+        .commit()
+        .await
+        .expect("commit survives a lost answer");
     assert!(info.commit_ts.is_some());
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "new").await;
@@ -116,7 +133,10 @@ pub async fn lost_response_to_primary_commit<F: StoreFactory>(factory: &F) {
     let mut t = c.begin().await.unwrap();
     t.set(TABLE, "a", "v", "newer").unwrap();
     t.commit().await.expect("commit survives two lost answers");
-    assert_eq!(c.begin().await.unwrap().get(TABLE, "a", "v").await.unwrap(), Some(Bytes::from("newer")));
+    assert_eq!(
+        c.begin().await.unwrap().get(TABLE, "a", "v").await.unwrap(),
+        Some(Bytes::from("newer"))
+    );
 }
 
 pub async fn lost_response_to_prewrite<F: StoreFactory>(factory: &F) {
@@ -125,13 +145,20 @@ pub async fn lost_response_to_prewrite<F: StoreFactory>(factory: &F) {
     seed(&c).await;
     // Lose the primary's prewrite answer, then the secondaries'.
     store.lose_answers(2, Box::new(is_prewrite));
-    writer(&c).await.commit().await.expect("commit survives lost prewrite answers");
+    writer(&c)
+        .await
+        .commit()
+        .await
+        .expect("commit survives lost prewrite answers");
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "new").await;
 }
 
 pub async fn two_cleaners_racing<F: StoreFactory>(factory: &F) {
-    for (step, expected) in [(CommitStep::AfterPrewrites, "old"), (CommitStep::AfterCommitPoint, "new")] {
+    for (step, expected) in [
+        (CommitStep::AfterPrewrites, "old"),
+        (CommitStep::AfterCommitPoint, "new"),
+    ] {
         let store = factory.open().await;
         let owner = client(&store).await;
         seed(&owner).await;
@@ -143,7 +170,10 @@ pub async fn two_cleaners_racing<F: StoreFactory>(factory: &F) {
         let (r1, r2) = tokio::join!(c1.resolve_locks(TABLE), c2.resolve_locks(TABLE));
         let (r1, r2) = (r1.unwrap(), r2.unwrap());
         assert_eq!(r1.1 + r2.1, 0, "both cleaners could act");
-        assert!(c1.locks(TABLE).await.unwrap().is_empty(), "locks left after racing cleaners ({step:?})");
+        assert!(
+            c1.locks(TABLE).await.unwrap().is_empty(),
+            "locks left after racing cleaners ({step:?})"
+        );
         assert_all(&c1, expected).await;
     }
 }
@@ -163,7 +193,8 @@ pub async fn cleanup_racing_owner_commit<F: StoreFactory>(factory: &F) {
         let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::BeforeCommitPoint], None);
         t.set_commit_hook(Some(hook));
         let before = cleaner.begin().await.unwrap();
-        let old: Vec<_> = futures::future::join_all(ROWS.iter().map(|r| before.get(TABLE, r, "v"))).await;
+        let old: Vec<_> =
+            futures::future::join_all(ROWS.iter().map(|r| before.get(TABLE, r, "v"))).await;
         let pending = tokio::spawn(t.commit());
         reached.recv().await.unwrap();
         // The owner "looks dead" (lease gone) while it is about to commit.
@@ -189,7 +220,11 @@ pub async fn cleanup_racing_owner_commit<F: StoreFactory>(factory: &F) {
         for (r, old) in ROWS.iter().zip(old) {
             let got = now.get(TABLE, r, "v").await.unwrap();
             match &result {
-                Ok(_) => assert_eq!(got, Some(Bytes::from(value.clone())), "committed but not visible"),
+                Ok(_) => assert_eq!(
+                    got,
+                    Some(Bytes::from(value.clone())),
+                    "committed but not visible"
+                ),
                 Err(Error::Aborted { .. }) => assert_eq!(got, old.unwrap(), "aborted but visible"),
                 Err(e) => panic!("unexpected commit error {e:?}"),
             }
@@ -213,15 +248,29 @@ pub async fn late_prewrite_after_rollback<F: StoreFactory>(factory: &F) {
     let mut t = writer(&c).await;
     t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
     assert!(t.commit().await.is_err());
-    let prewrites: Vec<_> = store.recorded().into_iter().skip(before).filter(|b| is_prewrite(b)).collect();
-    assert_eq!(prewrites.len(), 2, "primary prewrite, then one batch of secondaries");
+    let prewrites: Vec<_> = store
+        .recorded()
+        .into_iter()
+        .skip(before)
+        .filter(|b| is_prewrite(b))
+        .collect();
+    assert_eq!(
+        prewrites.len(),
+        2,
+        "primary prewrite, then one batch of secondaries"
+    );
     resolve_all(&c, TABLE).await;
     assert_all(&c, "old").await;
 
     // The network delivers the old prewrites again: the rollback records must stop them.
     for batch in prewrites {
         let outcomes = store.redeliver(batch).await.unwrap();
-        assert!(outcomes.iter().all(|o| matches!(o, MutationOutcome::ConditionFailed { condition: 0 })), "late prewrite revived an aborted transaction: {outcomes:?}");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, MutationOutcome::ConditionFailed { condition: 0 })),
+            "late prewrite revived an aborted transaction: {outcomes:?}"
+        );
     }
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "old").await;
@@ -234,7 +283,11 @@ pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
         worker_lease: Duration::from_millis(300),
         ..fast_config()
     };
-    let owner = Client::builder(Arc::clone(&store)).config(long_ttl).build().await.unwrap();
+    let owner = Client::builder(Arc::clone(&store))
+        .config(long_ttl)
+        .build()
+        .await
+        .unwrap();
     seed(&owner).await;
     let mut t = writer(&owner).await;
     t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
@@ -242,7 +295,10 @@ pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
     drop(owner); // the process dies: its lease is no longer refreshed
     tokio::time::sleep(Duration::from_millis(600)).await;
     let reader = Client::builder(Arc::clone(&store))
-        .config(crate::txn::TxnConfig { lock_wait_timeout: Duration::from_secs(5), ..fast_config() })
+        .config(crate::txn::TxnConfig {
+            lock_wait_timeout: Duration::from_secs(5),
+            ..fast_config()
+        })
         .build()
         .await
         .unwrap();
@@ -261,11 +317,20 @@ pub async fn live_lock_times_out_reader<F: StoreFactory>(factory: &F) {
     let pending = tokio::spawn(t.commit());
     reached.recv().await.unwrap();
     let impatient = Client::builder(Arc::clone(&store))
-        .config(crate::txn::TxnConfig { lock_wait_timeout: Duration::from_millis(700), ..fast_config() })
+        .config(crate::txn::TxnConfig {
+            lock_wait_timeout: Duration::from_millis(700),
+            ..fast_config()
+        })
         .build()
         .await
         .unwrap();
-    let err = impatient.begin().await.unwrap().get(TABLE, "b", "v").await.expect_err("live lock must block");
+    let err = impatient
+        .begin()
+        .await
+        .unwrap()
+        .get(TABLE, "b", "v")
+        .await
+        .expect_err("live lock must block");
     assert!(matches!(err, Error::LockWaitTimeout { .. }), "{err:?}");
     assert!(err.is_retryable());
     release.notify_one();
@@ -287,7 +352,11 @@ pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
     let deadline = tokio::time::Instant::now() + fast_config().lock_ttl * 4;
     while tokio::time::Instant::now() < deadline {
         let (resolved, live) = cleaner.resolve_locks(TABLE).await.unwrap();
-        assert_eq!((resolved, live), (0, ROWS.len()), "a heartbeating transaction was cleaned up");
+        assert_eq!(
+            (resolved, live),
+            (0, ROWS.len()),
+            "a heartbeating transaction was cleaned up"
+        );
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
     release.notify_one();

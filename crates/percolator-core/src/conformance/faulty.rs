@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 
 use crate::error::StoreError;
 use crate::store::{
-    Cell, Condition, Family, Mutation, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore, Scan,
-    StoreLimits, TsRange,
+    Cell, Condition, Family, Mutation, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
+    Scan, StoreLimits, TsRange,
 };
 
 /// Which batches lose their answer.
@@ -45,7 +45,10 @@ impl<S: RowStore> FaultyStore<S> {
     }
 
     /// Delivers `batch` again, bypassing fault injection (a late duplicate message).
-    pub async fn redeliver(&self, batch: Vec<RowMutation>) -> Result<Vec<MutationOutcome>, StoreError> {
+    pub async fn redeliver(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
         self.inner.mutate_rows(batch).await
     }
 
@@ -67,17 +70,31 @@ pub fn is_prewrite(batch: &[RowMutation]) -> bool {
 /// Whether a batch commits something (it puts a write record and deletes a lock).
 pub fn is_commit(batch: &[RowMutation]) -> bool {
     batch.iter().any(|m| {
-        m.mutations
-            .iter()
-            .any(|m| matches!(m, Mutation::Put { family: Family::Write, .. }))
-            && m
-                .mutations
-                .iter()
-                .any(|m| matches!(m, Mutation::Delete { family: Family::Lock, .. }))
-            && !m
-                .mutations
-                .iter()
-                .any(|m| matches!(m, Mutation::Delete { family: Family::Data, .. }))
+        m.mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::Put {
+                    family: Family::Write,
+                    ..
+                }
+            )
+        }) && m.mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::Delete {
+                    family: Family::Lock,
+                    ..
+                }
+            )
+        }) && !m.mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::Delete {
+                    family: Family::Data,
+                    ..
+                }
+            )
+        })
     })
 }
 
@@ -99,7 +116,10 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         self.inner.scan(request).await
     }
 
-    async fn mutate_rows(&self, batch: Vec<RowMutation>) -> Result<Vec<MutationOutcome>, StoreError> {
+    async fn mutate_rows(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
         self.recorded.lock().push(batch.clone());
         let lose = {
             let mut armed = self.lose_answer.lock();
@@ -113,7 +133,9 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         };
         let outcome = self.inner.mutate_rows(batch).await?;
         if lose {
-            return Err(StoreError::Unavailable("injected: answer lost after apply".into()));
+            return Err(StoreError::Unavailable(
+                "injected: answer lost after apply".into(),
+            ));
         }
         Ok(outcome)
     }

@@ -20,9 +20,18 @@ pub const TRANSFERS_PER_WORKER: usize = 300;
 
 pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let config = TxnConfig { lock_ttl: Duration::from_millis(150), ..fast_config() };
-    let setup = Client::builder(Arc::clone(&store)).config(config.clone()).build().await.unwrap();
-    workload::create_accounts(&setup, ACCOUNT_COUNT, INITIAL).await.unwrap();
+    let config = TxnConfig {
+        lock_ttl: Duration::from_millis(150),
+        ..fast_config()
+    };
+    let setup = Client::builder(Arc::clone(&store))
+        .config(config.clone())
+        .build()
+        .await
+        .unwrap();
+    workload::create_accounts(&setup, ACCOUNT_COUNT, INITIAL)
+        .await
+        .unwrap();
     let expected = ACCOUNT_COUNT as i64 * INITIAL;
 
     let crash = RandomCrash::new(0.05);
@@ -36,7 +45,11 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
         readers.push(tokio::spawn(async move {
             while !done.load(Ordering::Relaxed) {
                 let (sum, n) = workload::total(&client).await.unwrap();
-                assert_eq!((sum, n), (expected, ACCOUNT_COUNT), "a snapshot saw money created or destroyed");
+                assert_eq!(
+                    (sum, n),
+                    (expected, ACCOUNT_COUNT),
+                    "a snapshot saw money created or destroyed"
+                );
                 reads.fetch_add(1, Ordering::Relaxed);
                 tokio::task::yield_now().await;
             }
@@ -96,16 +109,30 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
     for r in readers {
         r.await.unwrap();
     }
-    assert!(crashed > 0, "no commit crashed: the workload did not exercise recovery");
+    assert!(
+        crashed > 0,
+        "no commit crashed: the workload did not exercise recovery"
+    );
     assert!(snapshot_reads.load(Ordering::Relaxed) > 0);
 
-    let checker = Client::builder(Arc::clone(&store)).config(config).build().await.unwrap();
+    let checker = Client::builder(Arc::clone(&store))
+        .config(config)
+        .build()
+        .await
+        .unwrap();
     resolve_all(&checker, ACCOUNTS).await;
     resolve_all(&checker, TRANSFERS).await;
     let (sum, n) = workload::total(&checker).await.unwrap();
-    assert_eq!((sum, n), (expected, ACCOUNT_COUNT), "total not conserved after resolution");
+    assert_eq!(
+        (sum, n),
+        (expected, ACCOUNT_COUNT),
+        "total not conserved after resolution"
+    );
     for id in acked.iter().step_by(7) {
-        assert!(workload::receipt_exists(&checker, id).await.unwrap(), "acknowledged transfer {id} lost");
+        assert!(
+            workload::receipt_exists(&checker, id).await.unwrap(),
+            "acknowledged transfer {id} lost"
+        );
     }
     assert!(checker.locks(ACCOUNTS).await.unwrap().is_empty());
 }

@@ -12,7 +12,11 @@ use crate::oracle::{LocalOracle, TimestampOracle};
 pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     // A tiny window forces many concurrent refills.
-    let oracle = Arc::new(LocalOracle::with_window(Arc::clone(&store), 64).await.unwrap());
+    let oracle = Arc::new(
+        LocalOracle::with_window(Arc::clone(&store), 64)
+            .await
+            .unwrap(),
+    );
     const TASKS: usize = 8;
     const EACH: usize = 2_000;
     let mut handles = Vec::new();
@@ -29,7 +33,10 @@ pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     let mut all = HashSet::new();
     for h in handles {
         let seen = h.await.unwrap();
-        assert!(seen.windows(2).all(|w| w[0] < w[1]), "a caller saw timestamps go backwards");
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "a caller saw timestamps go backwards"
+        );
         for ts in seen {
             assert!(ts > 0, "timestamp 0 is reserved");
             assert!(all.insert(ts), "timestamp {ts} handed out twice");
@@ -37,12 +44,19 @@ pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     }
     assert_eq!(all.len(), TASKS * EACH);
     let last = *all.iter().max().unwrap();
-    assert!(oracle.limit() > last, "a timestamp at or above the persisted mark was handed out");
+    assert!(
+        oracle.limit() > last,
+        "a timestamp at or above the persisted mark was handed out"
+    );
 
     // A second oracle on the same store is detected instead of interleaving ranges.
-    let o1 = LocalOracle::with_window(Arc::clone(&store), 16).await.unwrap();
+    let o1 = LocalOracle::with_window(Arc::clone(&store), 16)
+        .await
+        .unwrap();
     o1.timestamp().await.unwrap();
-    let o2 = LocalOracle::with_window(Arc::clone(&store), 16).await.unwrap();
+    let o2 = LocalOracle::with_window(Arc::clone(&store), 16)
+        .await
+        .unwrap();
     let first_of_o2 = o2.timestamp().await.unwrap();
     let mut detected = false;
     for _ in 0..64 {
@@ -62,7 +76,9 @@ pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {
     let mut store = factory.open().await;
     let mut last = 0u64;
     for restart in 0..100 {
-        let oracle = LocalOracle::with_window(Arc::clone(&store), 1_000).await.unwrap();
+        let oracle = LocalOracle::with_window(Arc::clone(&store), 1_000)
+            .await
+            .unwrap();
         let n = rand::rng().random_range(1..40);
         for _ in 0..n {
             let ts = oracle.timestamp().await.unwrap();

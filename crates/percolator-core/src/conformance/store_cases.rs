@@ -25,7 +25,12 @@ fn put(family: Family, column: &[u8], ts: u64, value: &[u8]) -> Mutation {
     }
 }
 
-fn row_mutation(table: &[u8], row: &[u8], conditions: Vec<Condition>, mutations: Vec<Mutation>) -> RowMutation {
+fn row_mutation(
+    table: &[u8],
+    row: &[u8],
+    conditions: Vec<Condition>,
+    mutations: Vec<Mutation>,
+) -> RowMutation {
     RowMutation {
         table: b(table),
         row: b(row),
@@ -67,7 +72,10 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
         put(Family::Data, b"a", 6, b"a6"),
         put(Family::Write, b"a", 7, b"w7"),
     ];
-    assert_eq!(apply(&*store, vec![row_mutation(b"t", b"r", vec![], mutations)]).await, vec![MutationOutcome::Applied]);
+    assert_eq!(
+        apply(&*store, vec![row_mutation(b"t", b"r", vec![], mutations)]).await,
+        vec![MutationOutcome::Applied]
+    );
 
     let all = read(&*store, b"t", b"r", FamilyRead::all(Family::Data)).await;
     assert_eq!(
@@ -80,10 +88,28 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
         ],
         "columns ascending, versions newest first, other families excluded"
     );
-    let newest = read(&*store, b"t", b"r", FamilyRead::all(Family::Data).max_versions(1)).await;
+    let newest = read(
+        &*store,
+        b"t",
+        b"r",
+        FamilyRead::all(Family::Data).max_versions(1),
+    )
+    .await;
     assert_eq!(newest.iter().map(|c| c.ts).collect::<Vec<_>>(), vec![9, 5]);
-    let ranged = read(&*store, b"t", b"r", FamilyRead::all(Family::Data).ts(TsRange::new(4, 8))).await;
-    assert_eq!(summary(&ranged), vec![(b"a".to_vec(), 6, b"a6".to_vec()), (b"b".to_vec(), 5, b"b5".to_vec())]);
+    let ranged = read(
+        &*store,
+        b"t",
+        b"r",
+        FamilyRead::all(Family::Data).ts(TsRange::new(4, 8)),
+    )
+    .await;
+    assert_eq!(
+        summary(&ranged),
+        vec![
+            (b"a".to_vec(), 6, b"a6".to_vec()),
+            (b"b".to_vec(), 5, b"b5".to_vec())
+        ]
+    );
     let only = read(
         &*store,
         b"t",
@@ -92,7 +118,16 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
     )
     .await;
     assert_eq!(summary(&only), vec![(b"b".to_vec(), 5, b"b5".to_vec())]);
-    let upto = read(&*store, b"t", b"r", FamilyRead::all(Family::Data).columns(Columns::one(b(b"a"))).ts(TsRange::up_to(6)).max_versions(1)).await;
+    let upto = read(
+        &*store,
+        b"t",
+        b"r",
+        FamilyRead::all(Family::Data)
+            .columns(Columns::one(b(b"a")))
+            .ts(TsRange::up_to(6))
+            .max_versions(1),
+    )
+    .await;
     assert_eq!(summary(&upto), vec![(b"a".to_vec(), 6, b"a6".to_vec())]);
 
     // Several families in one read, answered in request order; a missing row reads empty.
@@ -100,7 +135,11 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
         .read_row(ReadRow {
             table: b(b"t"),
             row: b(b"r"),
-            reads: vec![FamilyRead::all(Family::Write), FamilyRead::all(Family::Lock), FamilyRead::all(Family::Data).max_versions(1)],
+            reads: vec![
+                FamilyRead::all(Family::Write),
+                FamilyRead::all(Family::Lock),
+                FamilyRead::all(Family::Data).max_versions(1),
+            ],
         })
         .await
         .unwrap();
@@ -108,8 +147,16 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
     assert_eq!(summary(&multi[0]), vec![(b"a".to_vec(), 7, b"w7".to_vec())]);
     assert!(multi[1].is_empty());
     assert_eq!(multi[2].len(), 2);
-    assert!(read(&*store, b"t", b"missing", FamilyRead::all(Family::Data)).await.is_empty());
-    assert!(read(&*store, b"other", b"r", FamilyRead::all(Family::Data)).await.is_empty());
+    assert!(
+        read(&*store, b"t", b"missing", FamilyRead::all(Family::Data))
+            .await
+            .is_empty()
+    );
+    assert!(
+        read(&*store, b"other", b"r", FamilyRead::all(Family::Data))
+            .await
+            .is_empty()
+    );
 }
 
 pub async fn families_are_separate<F: StoreFactory>(factory: &F) {
@@ -135,10 +182,36 @@ pub async fn families_are_separate<F: StoreFactory>(factory: &F) {
         .await
         .unwrap();
     let rows: Vec<_> = notify.iter().map(|r| r.row.to_vec()).collect();
-    assert_eq!(rows, vec![b"row000".to_vec(), b"row010".to_vec(), b"row020".to_vec(), b"row030".to_vec(), b"row040".to_vec()]);
-    assert!(notify.iter().all(|r| r.cells.len() == 1 && r.cells[0].ts == 2));
+    assert_eq!(
+        rows,
+        vec![
+            b"row000".to_vec(),
+            b"row010".to_vec(),
+            b"row020".to_vec(),
+            b"row030".to_vec(),
+            b"row040".to_vec()
+        ]
+    );
+    assert!(
+        notify
+            .iter()
+            .all(|r| r.cells.len() == 1 && r.cells[0].ts == 2)
+    );
     // Deleting the last notify cell of a row removes the row from the notify family's scans.
-    apply(&*store, vec![row_mutation(b"t", b"row010", vec![], vec![Mutation::Delete { family: Family::Notify, column: b(b"c"), ts: 2 }])]).await;
+    apply(
+        &*store,
+        vec![row_mutation(
+            b"t",
+            b"row010",
+            vec![],
+            vec![Mutation::Delete {
+                family: Family::Notify,
+                column: b(b"c"),
+                ts: 2,
+            }],
+        )],
+    )
+    .await;
     let after = store
         .scan(Scan {
             table: b(b"t"),
@@ -154,15 +227,45 @@ pub async fn families_are_separate<F: StoreFactory>(factory: &F) {
 
 pub async fn scan_ranges_and_limits<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let rows: Vec<&[u8]> = vec![b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"ab", b"b", b"\xff", b"\xff\xff"];
+    let rows: Vec<&[u8]> = vec![
+        b"",
+        b"\x00",
+        b"\x00\x00",
+        b"a",
+        b"a\x00",
+        b"ab",
+        b"b",
+        b"\xff",
+        b"\xff\xff",
+    ];
     let mut items = Vec::new();
     for r in &rows {
-        items.push(row_mutation(b"t", r, vec![], vec![put(Family::Data, b"c", 1, r)]));
+        items.push(row_mutation(
+            b"t",
+            r,
+            vec![],
+            vec![put(Family::Data, b"c", 1, r)],
+        ));
     }
     // Neighbouring tables must not leak into scans of "t".
-    items.push(row_mutation(b"s", b"zzz", vec![], vec![put(Family::Data, b"c", 1, b"s")]));
-    items.push(row_mutation(b"t\x00", b"", vec![], vec![put(Family::Data, b"c", 1, b"t0")]));
-    items.push(row_mutation(b"tt", b"", vec![], vec![put(Family::Data, b"c", 1, b"tt")]));
+    items.push(row_mutation(
+        b"s",
+        b"zzz",
+        vec![],
+        vec![put(Family::Data, b"c", 1, b"s")],
+    ));
+    items.push(row_mutation(
+        b"t\x00",
+        b"",
+        vec![],
+        vec![put(Family::Data, b"c", 1, b"t0")],
+    ));
+    items.push(row_mutation(
+        b"tt",
+        b"",
+        vec![],
+        vec![put(Family::Data, b"c", 1, b"tt")],
+    ));
     apply(&*store, items).await;
 
     let scan = |start: Bound<Bytes>, end: Bound<Bytes>, limit: Option<usize>| {
@@ -188,29 +291,138 @@ pub async fn scan_ranges_and_limits<F: StoreFactory>(factory: &F) {
     };
     let all: Vec<Vec<u8>> = rows.iter().map(|r| r.to_vec()).collect();
     assert_eq!(scan(Bound::Unbounded, Bound::Unbounded, None).await, all);
-    assert_eq!(scan(Bound::Included(b(b"a")), Bound::Excluded(b(b"b")), None).await, all[3..6].to_vec());
-    assert_eq!(scan(Bound::Excluded(b(b"a")), Bound::Included(b(b"b")), None).await, all[4..7].to_vec());
-    assert_eq!(scan(Bound::Excluded(b(b"")), Bound::Excluded(b(b"\x00\x00")), None).await, all[1..2].to_vec());
-    assert_eq!(scan(Bound::Included(b(b"\xff")), Bound::Unbounded, None).await, all[7..].to_vec());
-    assert_eq!(scan(Bound::Unbounded, Bound::Unbounded, Some(4)).await, all[..4].to_vec());
-    assert_eq!(scan(Bound::Included(b(b"ab")), Bound::Unbounded, Some(2)).await, all[5..7].to_vec());
-    assert!(scan(Bound::Included(b(b"c")), Bound::Excluded(b(b"d")), None).await.is_empty());
+    assert_eq!(
+        scan(Bound::Included(b(b"a")), Bound::Excluded(b(b"b")), None).await,
+        all[3..6].to_vec()
+    );
+    assert_eq!(
+        scan(Bound::Excluded(b(b"a")), Bound::Included(b(b"b")), None).await,
+        all[4..7].to_vec()
+    );
+    assert_eq!(
+        scan(
+            Bound::Excluded(b(b"")),
+            Bound::Excluded(b(b"\x00\x00")),
+            None
+        )
+        .await,
+        all[1..2].to_vec()
+    );
+    assert_eq!(
+        scan(Bound::Included(b(b"\xff")), Bound::Unbounded, None).await,
+        all[7..].to_vec()
+    );
+    assert_eq!(
+        scan(Bound::Unbounded, Bound::Unbounded, Some(4)).await,
+        all[..4].to_vec()
+    );
+    assert_eq!(
+        scan(Bound::Included(b(b"ab")), Bound::Unbounded, Some(2)).await,
+        all[5..7].to_vec()
+    );
+    assert!(
+        scan(Bound::Included(b(b"c")), Bound::Excluded(b(b"d")), None)
+            .await
+            .is_empty()
+    );
 }
 
 pub async fn conditions<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    apply(&*store, vec![row_mutation(b"t", b"r", vec![], vec![put(Family::Lock, b"c", 10, b"L")])]).await;
+    apply(
+        &*store,
+        vec![row_mutation(
+            b"t",
+            b"r",
+            vec![],
+            vec![put(Family::Lock, b"c", 10, b"L")],
+        )],
+    )
+    .await;
     let cases: Vec<(Condition, bool)> = vec![
-        (Condition::Absent { family: Family::Lock, column: b(b"c"), ts: TsRange::new(0, 9) }, true),
-        (Condition::Absent { family: Family::Lock, column: b(b"c"), ts: TsRange::new(11, u64::MAX) }, true),
-        (Condition::Absent { family: Family::Lock, column: b(b"c"), ts: TsRange::ALL }, false),
-        (Condition::Absent { family: Family::Lock, column: b(b"d"), ts: TsRange::ALL }, true),
-        (Condition::Absent { family: Family::Data, column: b(b"c"), ts: TsRange::ALL }, true),
-        (Condition::Exists { family: Family::Lock, column: b(b"c"), ts: 10 }, true),
-        (Condition::Exists { family: Family::Lock, column: b(b"c"), ts: 11 }, false),
-        (Condition::Equals { family: Family::Lock, column: b(b"c"), ts: 10, value: b(b"L") }, true),
-        (Condition::Equals { family: Family::Lock, column: b(b"c"), ts: 10, value: b(b"M") }, false),
-        (Condition::Equals { family: Family::Lock, column: b(b"c"), ts: 9, value: b(b"L") }, false),
+        (
+            Condition::Absent {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: TsRange::new(0, 9),
+            },
+            true,
+        ),
+        (
+            Condition::Absent {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: TsRange::new(11, u64::MAX),
+            },
+            true,
+        ),
+        (
+            Condition::Absent {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: TsRange::ALL,
+            },
+            false,
+        ),
+        (
+            Condition::Absent {
+                family: Family::Lock,
+                column: b(b"d"),
+                ts: TsRange::ALL,
+            },
+            true,
+        ),
+        (
+            Condition::Absent {
+                family: Family::Data,
+                column: b(b"c"),
+                ts: TsRange::ALL,
+            },
+            true,
+        ),
+        (
+            Condition::Exists {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: 10,
+            },
+            true,
+        ),
+        (
+            Condition::Exists {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: 11,
+            },
+            false,
+        ),
+        (
+            Condition::Equals {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: 10,
+                value: b(b"L"),
+            },
+            true,
+        ),
+        (
+            Condition::Equals {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: 10,
+                value: b(b"M"),
+            },
+            false,
+        ),
+        (
+            Condition::Equals {
+                family: Family::Lock,
+                column: b(b"c"),
+                ts: 9,
+                value: b(b"L"),
+            },
+            false,
+        ),
     ];
     for (i, (condition, holds)) in cases.into_iter().enumerate() {
         let column = format!("probe{i}");
@@ -219,31 +431,84 @@ pub async fn conditions<F: StoreFactory>(factory: &F) {
             vec![row_mutation(
                 b"t",
                 b"r",
-                vec![Condition::Exists { family: Family::Lock, column: b(b"c"), ts: 10 }, condition.clone()],
-                vec![put(Family::Data, column.as_bytes(), 1, b"x"), put(Family::Ack, column.as_bytes(), 1, b"y")],
+                vec![
+                    Condition::Exists {
+                        family: Family::Lock,
+                        column: b(b"c"),
+                        ts: 10,
+                    },
+                    condition.clone(),
+                ],
+                vec![
+                    put(Family::Data, column.as_bytes(), 1, b"x"),
+                    put(Family::Ack, column.as_bytes(), 1, b"y"),
+                ],
             )],
         )
         .await;
-        let expected = if holds { MutationOutcome::Applied } else { MutationOutcome::ConditionFailed { condition: 1 } };
+        let expected = if holds {
+            MutationOutcome::Applied
+        } else {
+            MutationOutcome::ConditionFailed { condition: 1 }
+        };
         assert_eq!(outcome, vec![expected], "{condition:?}");
-        let data = read(&*store, b"t", b"r", FamilyRead::all(Family::Data).columns(Columns::one(b(column.as_bytes())))).await;
-        let ack = read(&*store, b"t", b"r", FamilyRead::all(Family::Ack).columns(Columns::one(b(column.as_bytes())))).await;
-        assert_eq!(data.len(), usize::from(holds), "all-or-nothing for {condition:?}");
-        assert_eq!(ack.len(), usize::from(holds), "all-or-nothing across families for {condition:?}");
+        let data = read(
+            &*store,
+            b"t",
+            b"r",
+            FamilyRead::all(Family::Data).columns(Columns::one(b(column.as_bytes()))),
+        )
+        .await;
+        let ack = read(
+            &*store,
+            b"t",
+            b"r",
+            FamilyRead::all(Family::Ack).columns(Columns::one(b(column.as_bytes()))),
+        )
+        .await;
+        assert_eq!(
+            data.len(),
+            usize::from(holds),
+            "all-or-nothing for {condition:?}"
+        );
+        assert_eq!(
+            ack.len(),
+            usize::from(holds),
+            "all-or-nothing across families for {condition:?}"
+        );
     }
 }
 
 pub async fn batch_outcomes_are_independent<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let exists = |col: &[u8]| Condition::Exists { family: Family::Data, column: b(col), ts: 1 };
+    let exists = |col: &[u8]| Condition::Exists {
+        family: Family::Data,
+        column: b(col),
+        ts: 1,
+    };
     let outcomes = apply(
         &*store,
         vec![
             row_mutation(b"t", b"r1", vec![], vec![put(Family::Data, b"x", 1, b"1")]),
-            row_mutation(b"t", b"r2", vec![exists(b"x")], vec![put(Family::Data, b"y", 1, b"2")]),
+            row_mutation(
+                b"t",
+                b"r2",
+                vec![exists(b"x")],
+                vec![put(Family::Data, b"y", 1, b"2")],
+            ),
             // Same row as the first item: sees its effect.
-            row_mutation(b"t", b"r1", vec![exists(b"x")], vec![put(Family::Data, b"y", 1, b"3")]),
-            row_mutation(b"u", b"r1", vec![exists(b"x")], vec![put(Family::Data, b"y", 1, b"4")]),
+            row_mutation(
+                b"t",
+                b"r1",
+                vec![exists(b"x")],
+                vec![put(Family::Data, b"y", 1, b"3")],
+            ),
+            row_mutation(
+                b"u",
+                b"r1",
+                vec![exists(b"x")],
+                vec![put(Family::Data, b"y", 1, b"4")],
+            ),
         ],
     )
     .await;
@@ -256,15 +521,31 @@ pub async fn batch_outcomes_are_independent<F: StoreFactory>(factory: &F) {
             MutationOutcome::ConditionFailed { condition: 0 },
         ]
     );
-    assert_eq!(read(&*store, b"t", b"r1", FamilyRead::all(Family::Data)).await.len(), 2);
-    assert!(read(&*store, b"t", b"r2", FamilyRead::all(Family::Data)).await.is_empty());
-    assert!(read(&*store, b"u", b"r1", FamilyRead::all(Family::Data)).await.is_empty());
+    assert_eq!(
+        read(&*store, b"t", b"r1", FamilyRead::all(Family::Data))
+            .await
+            .len(),
+        2
+    );
+    assert!(
+        read(&*store, b"t", b"r2", FamilyRead::all(Family::Data))
+            .await
+            .is_empty()
+    );
+    assert!(
+        read(&*store, b"u", b"r1", FamilyRead::all(Family::Data))
+            .await
+            .is_empty()
+    );
     assert_eq!(apply(&*store, vec![]).await, vec![]);
 }
 
 pub async fn deletes<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let muts = (1..=6).map(|ts| put(Family::Write, b"c", ts, b"v")).chain([put(Family::Write, b"d", 3, b"v")]).collect();
+    let muts = (1..=6)
+        .map(|ts| put(Family::Write, b"c", ts, b"v"))
+        .chain([put(Family::Write, b"d", 3, b"v")])
+        .collect();
     apply(&*store, vec![row_mutation(b"t", b"r", vec![], muts)]).await;
     apply(
         &*store,
@@ -273,44 +554,128 @@ pub async fn deletes<F: StoreFactory>(factory: &F) {
             b"r",
             vec![],
             vec![
-                Mutation::Delete { family: Family::Write, column: b(b"c"), ts: 6 },
-                Mutation::Delete { family: Family::Write, column: b(b"c"), ts: 100 },
-                Mutation::DeleteRange { family: Family::Write, column: b(b"c"), ts: TsRange::new(2, 4) },
+                Mutation::Delete {
+                    family: Family::Write,
+                    column: b(b"c"),
+                    ts: 6,
+                },
+                Mutation::Delete {
+                    family: Family::Write,
+                    column: b(b"c"),
+                    ts: 100,
+                },
+                Mutation::DeleteRange {
+                    family: Family::Write,
+                    column: b(b"c"),
+                    ts: TsRange::new(2, 4),
+                },
             ],
         )],
     )
     .await;
     let left = read(&*store, b"t", b"r", FamilyRead::all(Family::Write)).await;
-    assert_eq!(left.iter().map(|c| (c.column.to_vec(), c.ts)).collect::<Vec<_>>(), vec![(b"c".to_vec(), 5), (b"c".to_vec(), 1), (b"d".to_vec(), 3)]);
+    assert_eq!(
+        left.iter()
+            .map(|c| (c.column.to_vec(), c.ts))
+            .collect::<Vec<_>>(),
+        vec![(b"c".to_vec(), 5), (b"c".to_vec(), 1), (b"d".to_vec(), 3)]
+    );
 }
 
 pub async fn invalid_input_rejects_whole_batch<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let limits = store.limits();
-    let good = row_mutation(b"t", b"good", vec![], vec![put(Family::Data, b"c", 1, b"v")]);
+    let good = row_mutation(
+        b"t",
+        b"good",
+        vec![],
+        vec![put(Family::Data, b"c", 1, b"v")],
+    );
     let bad_items = vec![
         row_mutation(b"", b"r", vec![], vec![put(Family::Data, b"c", 1, b"v")]),
-        row_mutation(b"t", b"r", vec![], vec![put(Family::Data, b"c", 1, &vec![7u8; limits.max_value_bytes + 1])]),
-        row_mutation(b"t", &vec![b'k'; limits.max_key_bytes], vec![], vec![put(Family::Data, b"c", 1, b"v")]),
+        row_mutation(
+            b"t",
+            b"r",
+            vec![],
+            vec![put(
+                Family::Data,
+                b"c",
+                1,
+                &vec![7u8; limits.max_value_bytes + 1],
+            )],
+        ),
+        row_mutation(
+            b"t",
+            &vec![b'k'; limits.max_key_bytes],
+            vec![],
+            vec![put(Family::Data, b"c", 1, b"v")],
+        ),
     ];
     for bad in bad_items {
-        let err = store.mutate_rows(vec![good.clone(), bad]).await.expect_err("invalid batch accepted");
-        assert!(matches!(err, StoreError::InvalidInput(_) | StoreError::TooLarge { .. }), "{err:?}");
-        assert!(read(&*store, b"t", b"good", FamilyRead::all(Family::Data)).await.is_empty(), "half-applied batch");
+        let err = store
+            .mutate_rows(vec![good.clone(), bad])
+            .await
+            .expect_err("invalid batch accepted");
+        assert!(
+            matches!(
+                err,
+                StoreError::InvalidInput(_) | StoreError::TooLarge { .. }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            read(&*store, b"t", b"good", FamilyRead::all(Family::Data))
+                .await
+                .is_empty(),
+            "half-applied batch"
+        );
     }
     // At the limit exactly is fine.
     let max_value = vec![1u8; limits.max_value_bytes.min(4 << 20)];
-    apply(&*store, vec![row_mutation(b"t", b"big", vec![], vec![put(Family::Data, b"c", 1, &max_value)])]).await;
-    assert_eq!(read(&*store, b"t", b"big", FamilyRead::all(Family::Data)).await[0].value.len(), max_value.len());
+    apply(
+        &*store,
+        vec![row_mutation(
+            b"t",
+            b"big",
+            vec![],
+            vec![put(Family::Data, b"c", 1, &max_value)],
+        )],
+    )
+    .await;
+    assert_eq!(
+        read(&*store, b"t", b"big", FamilyRead::all(Family::Data)).await[0]
+            .value
+            .len(),
+        max_value.len()
+    );
 }
 
 pub async fn arbitrary_bytes_round_trip<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let samples: Vec<&[u8]> = vec![b"", b"\x00", b"\xff\xfe\x00", b"\xc3\x28", b"12345678", b"123456789"];
+    let samples: Vec<&[u8]> = vec![
+        b"",
+        b"\x00",
+        b"\xff\xfe\x00",
+        b"\xc3\x28",
+        b"12345678",
+        b"123456789",
+    ];
     for (i, row) in samples.iter().enumerate() {
         for column in &samples {
             let value = [row, column, &[i as u8][..]].concat();
-            apply(&*store, vec![row_mutation(b"\x00tbl\xff", row, vec![], vec![put(Family::Data, column, u64::MAX - 1, &value), put(Family::Data, column, 0, b"")])]).await;
+            apply(
+                &*store,
+                vec![row_mutation(
+                    b"\x00tbl\xff",
+                    row,
+                    vec![],
+                    vec![
+                        put(Family::Data, column, u64::MAX - 1, &value),
+                        put(Family::Data, column, 0, b""),
+                    ],
+                )],
+            )
+            .await;
         }
     }
     for (i, row) in samples.iter().enumerate() {
@@ -322,7 +687,10 @@ pub async fn arbitrary_bytes_round_trip<F: StoreFactory>(factory: &F) {
         for (pair, column) in cells.chunks(2).zip(&columns) {
             assert_eq!(pair[0].column.as_ref(), *column);
             assert_eq!(pair[0].ts, u64::MAX - 1);
-            assert_eq!(pair[0].value.as_ref(), [row, column, &[i as u8][..]].concat().as_slice());
+            assert_eq!(
+                pair[0].value.as_ref(),
+                [row, column, &[i as u8][..]].concat().as_slice()
+            );
             assert_eq!(pair[1].ts, 0);
             assert!(pair[1].value.is_empty());
         }
@@ -339,15 +707,42 @@ pub async fn concurrent_conditional_increments<F: StoreFactory>(factory: &F) {
         handles.push(tokio::spawn(async move {
             let mut done = 0;
             while done < EACH {
-                let current = read(&*store, b"t", b"counter", FamilyRead::all(Family::Data).max_versions(1)).await;
+                let current = read(
+                    &*store,
+                    b"t",
+                    b"counter",
+                    FamilyRead::all(Family::Data).max_versions(1),
+                )
+                .await;
                 let (condition, next) = match current.first() {
-                    None => (Condition::Absent { family: Family::Data, column: b(b"n"), ts: TsRange::at(0) }, 1u64),
+                    None => (
+                        Condition::Absent {
+                            family: Family::Data,
+                            column: b(b"n"),
+                            ts: TsRange::at(0),
+                        },
+                        1u64,
+                    ),
                     Some(c) => (
-                        Condition::Equals { family: Family::Data, column: b(b"n"), ts: 0, value: c.value.clone() },
+                        Condition::Equals {
+                            family: Family::Data,
+                            column: b(b"n"),
+                            ts: 0,
+                            value: c.value.clone(),
+                        },
                         u64::from_be_bytes(c.value.as_ref().try_into().unwrap()) + 1,
                     ),
                 };
-                let outcome = apply(&*store, vec![row_mutation(b"t", b"counter", vec![condition], vec![put(Family::Data, b"n", 0, &next.to_be_bytes())])]).await;
+                let outcome = apply(
+                    &*store,
+                    vec![row_mutation(
+                        b"t",
+                        b"counter",
+                        vec![condition],
+                        vec![put(Family::Data, b"n", 0, &next.to_be_bytes())],
+                    )],
+                )
+                .await;
                 if outcome[0].applied() {
                     done += 1;
                 }
@@ -358,6 +753,10 @@ pub async fn concurrent_conditional_increments<F: StoreFactory>(factory: &F) {
         h.await.unwrap();
     }
     let cells = read(&*store, b"t", b"counter", FamilyRead::all(Family::Data)).await;
-    assert_eq!(u64::from_be_bytes(cells[0].value.as_ref().try_into().unwrap()), TASKS * EACH, "lost update: conditional mutations were not atomic");
+    assert_eq!(
+        u64::from_be_bytes(cells[0].value.as_ref().try_into().unwrap()),
+        TASKS * EACH,
+        "lost update: conditional mutations were not atomic"
+    );
     store.sync().await.expect("sync");
 }

@@ -183,7 +183,12 @@ impl<S: RowStore> Client<S> {
     }
 
     /// Prewrites `rows` in one batch, then settles each row that did not apply.
-    async fn prewrite_rows(&self, rows: &[RowWrites], start_ts: u64, lock: &LockRecord) -> Result<()> {
+    async fn prewrite_rows(
+        &self,
+        rows: &[RowWrites],
+        start_ts: u64,
+        lock: &LockRecord,
+    ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
@@ -241,7 +246,13 @@ impl<S: RowStore> Client<S> {
                     }
                 }
             }
-            let batch = vec![layout::prewrite(&row.table, &row.row, &row.columns, start_ts, lock)];
+            let batch = vec![layout::prewrite(
+                &row.table,
+                &row.row,
+                &row.columns,
+                start_ts,
+                lock,
+            )];
             outcome = match self.inner.store.mutate_rows(batch).await {
                 Ok(o) => o.first().copied(),
                 Err(StoreError::Unavailable(_)) => None,
@@ -407,9 +418,8 @@ impl<S: RowStore> Client<S> {
         }
         Err(Error::CommitUndetermined {
             start_ts,
-            source: last_error.unwrap_or_else(|| {
-                StoreError::Unavailable("primary commit kept failing".into())
-            }),
+            source: last_error
+                .unwrap_or_else(|| StoreError::Unavailable("primary commit kept failing".into())),
         })
     }
 

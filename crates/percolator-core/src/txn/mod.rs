@@ -483,7 +483,11 @@ impl<S: RowStore> Transaction<S> {
         check_user_table(table.as_ref())?;
         let limits = self.client.inner.store.limits();
         store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
-        Ok(CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column)))
+        Ok(CellAddr::new(
+            bytes_of(table),
+            bytes_of(row),
+            bytes_of(column),
+        ))
     }
 
     /// Reads a cell: this transaction's own write if any, else the snapshot at start_ts.

@@ -27,7 +27,11 @@ const WRITE_PREFETCH: usize = 4;
 
 impl<S: RowStore> ClientInner<S> {
     /// Reads `addr` as of `read_ts`, resolving or waiting out locks at or below `read_ts`.
-    pub(crate) async fn snapshot_get(&self, addr: &CellAddr, read_ts: u64) -> Result<Option<Bytes>> {
+    pub(crate) async fn snapshot_get(
+        &self,
+        addr: &CellAddr,
+        read_ts: u64,
+    ) -> Result<Option<Bytes>> {
         let started = Instant::now();
         let mut backoff = Backoff::new(&self.config);
         let columns = Columns::one(addr.column.clone());
@@ -58,7 +62,9 @@ impl<S: RowStore> ClientInner<S> {
                     })
                     .await?;
                 if answer.len() != 3 {
-                    return Err(Error::Corrupt("store answered a read with a different shape".into()));
+                    return Err(Error::Corrupt(
+                        "store answered a read with a different shape".into(),
+                    ));
                 }
                 let data = answer.pop().unwrap_or_default();
                 let writes = answer.pop().unwrap_or_default();
@@ -232,7 +238,9 @@ impl<S: RowStore> ClientInner<S> {
                     row: row.row.clone(),
                     reads: vec![
                         FamilyRead::all(Family::Data)
-                            .columns(Columns::Only(wanted.iter().map(|(c, _)| c.clone()).collect()))
+                            .columns(Columns::Only(
+                                wanted.iter().map(|(c, _)| c.clone()).collect(),
+                            ))
                             .ts(TsRange::new(lo, hi)),
                     ],
                 })

@@ -114,9 +114,9 @@ impl<S: RowStore> ClientInner<S> {
             }
             // A prewrite landed between our read and our fence: look again.
         }
-        Err(Error::Store(crate::error::StoreError::Unavailable(format!(
-            "status of transaction {start_ts} kept changing under {STATUS_ATTEMPTS} reads"
-        ))))
+        Err(Error::Store(crate::error::StoreError::Unavailable(
+            format!("status of transaction {start_ts} kept changing under {STATUS_ATTEMPTS} reads"),
+        )))
     }
 
     /// Resolves the lock of transaction `start_ts` found at `addr`. Returns `false` if the owner

@@ -30,7 +30,9 @@ impl Backoff {
     }
 
     pub(crate) async fn wait(&mut self) {
-        let cap = u64::try_from(self.next.as_micros()).unwrap_or(u64::MAX).max(1);
+        let cap = u64::try_from(self.next.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let jitter = rand::rng().random_range(cap / 2..=cap);
         tokio::time::sleep(Duration::from_micros(jitter)).await;
         self.next = (self.next * 2).min(self.max);

@@ -1,0 +1,17 @@
+//! Arbitrary bytes into the lock and write record decoders: errors, never panics; whatever
+//! decodes re-encodes identically.
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use percolator_core::records::{LockRecord, WriteRecord};
+
+fuzz_target!(|data: &[u8]| {
+    let bytes = Bytes::copy_from_slice(data);
+    if let Ok(lock) = LockRecord::decode(&bytes) {
+        assert_eq!(lock.encode(), bytes);
+    }
+    if let Ok(write) = WriteRecord::decode(&bytes) {
+        assert_eq!(write.encode(), bytes);
+    }
+});
