@@ -355,6 +355,7 @@ pub struct StoreLimits {
 ///
 /// Implementations must be safe to share between tasks and must not hold a global lock across
 /// the whole store on the hot path.
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait RowStore: Send + Sync + 'static {
     /// Short backend name (`"mem"`, `"sled"`, ...), for reports.

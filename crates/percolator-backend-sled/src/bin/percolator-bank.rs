@@ -112,18 +112,20 @@ async fn run(args: Args) -> Result<bool, Error> {
 
     let started = Instant::now();
     let committed = Arc::new(AtomicU64::new(0));
-    let per_worker = args.transfers.div_ceil(args.workers.max(1));
+    let tickets = Arc::new(AtomicU64::new(0));
     let accounts = workload::total(&client).await?.1.max(2);
     let run_id: u32 = rand::rng().random();
     let mut tasks = Vec::new();
     for w in 0..args.workers.max(1) {
         let client = client.clone();
         let committed = Arc::clone(&committed);
+        let tickets = Arc::clone(&tickets);
         let print_acks = args.print_acks;
         let total_transfers = args.transfers;
         tasks.push(tokio::spawn(async move {
-            for i in 0..per_worker {
-                if committed.load(Ordering::Relaxed) as usize >= total_transfers {
+            loop {
+                let i = tickets.fetch_add(1, Ordering::Relaxed);
+                if i >= total_transfers as u64 {
                     break;
                 }
                 let (from, to, amount) = {
@@ -135,14 +137,14 @@ async fn run(args: Args) -> Result<bool, Error> {
                         rng.random_range(1..100),
                     )
                 };
-                let id = format!("{run_id:08x}-w{w}-{i}");
+                let id = format!("{run_id:08x}-{i}-w{w}");
                 workload::transfer(&client, from, to, amount, &id).await?;
                 let n = committed.fetch_add(1, Ordering::Relaxed) + 1;
                 if print_acks {
                     let mut out = std::io::stdout().lock();
                     let _ = writeln!(out, "ACK {id}");
                     let _ = out.flush();
-                } else if n % (total_transfers as u64 / 10).max(1) == 0 {
+                } else if n.is_multiple_of((total_transfers as u64 / 10).max(1)) {
                     eprintln!("  {n:>8} / {total_transfers} transfers committed");
                 }
             }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::faulty::{FaultyStore, is_commit, is_prewrite};
 use super::hooks::{CrashAt, PauseAt};
-use super::{StoreFactory, client, fast_config};
+use super::{StoreFactory, client, client_with, fast_config, patient_client};
 use crate::error::Error;
 use crate::records::CellAddr;
 use crate::store::{MutationOutcome, RowStore};
@@ -184,7 +184,7 @@ pub async fn cleanup_racing_owner_commit<F: StoreFactory>(factory: &F) {
     seed(&cleaner).await;
     let mut outcomes = (0, 0);
     for round in 0..12 {
-        let owner = client(&store).await;
+        let owner = patient_client(&store).await;
         let mut t = owner.begin().await.unwrap();
         let value = format!("round{round}");
         for r in ROWS {
@@ -309,7 +309,7 @@ pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
 
 pub async fn live_lock_times_out_reader<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let owner = client(&store).await;
+    let owner = patient_client(&store).await;
     seed(&owner).await;
     let mut t = writer(&owner).await;
     let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
@@ -340,7 +340,11 @@ pub async fn live_lock_times_out_reader<F: StoreFactory>(factory: &F) {
 
 pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let owner = client(&store).await;
+    let config = crate::txn::TxnConfig {
+        lock_ttl: Duration::from_secs(1),
+        ..fast_config()
+    };
+    let owner = client_with(&store, config.clone()).await;
     seed(&owner).await;
     let mut t = writer(&owner).await;
     let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
@@ -348,8 +352,8 @@ pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
     let pending = tokio::spawn(t.commit());
     reached.recv().await.unwrap();
     let cleaner = client(&store).await;
-    // Four TTLs pass while the commit is paused; the heartbeat keeps the primary lock fresh.
-    let deadline = tokio::time::Instant::now() + fast_config().lock_ttl * 4;
+    // Three TTLs pass while the commit is paused; the heartbeat keeps the primary lock fresh.
+    let deadline = tokio::time::Instant::now() + config.lock_ttl * 3;
     while tokio::time::Instant::now() < deadline {
         let (resolved, live) = cleaner.resolve_locks(TABLE).await.unwrap();
         assert_eq!(
@@ -357,7 +361,7 @@ pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
             (0, ROWS.len()),
             "a heartbeating transaction was cleaned up"
         );
-        tokio::time::sleep(Duration::from_millis(40)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     release.notify_one();
     pending.await.unwrap().expect("long commit succeeds");

@@ -63,10 +63,28 @@ pub fn fast_config() -> TxnConfig {
     }
 }
 
-/// A client with [`fast_config`].
+/// A client with [`fast_config`]: for tests that wait for crashed locks to expire.
 pub async fn client<S: RowStore>(store: &Arc<S>) -> Client<S> {
+    client_with(store, fast_config()).await
+}
+
+/// A client whose locks stay valid for a minute: for tests that pause live commits and must not
+/// see them cleaned up even if a heartbeat is delayed on a loaded machine.
+pub async fn patient_client<S: RowStore>(store: &Arc<S>) -> Client<S> {
+    client_with(
+        store,
+        TxnConfig {
+            lock_ttl: Duration::from_secs(60),
+            ..fast_config()
+        },
+    )
+    .await
+}
+
+/// A client with `config`.
+pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Client<S> {
     Client::builder(Arc::clone(store))
-        .config(fast_config())
+        .config(config)
         .build()
         .await
         .expect("client")

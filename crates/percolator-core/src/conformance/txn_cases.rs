@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use super::hooks::PauseAt;
-use super::{StoreFactory, client};
+use super::{StoreFactory, client, patient_client};
 use crate::error::Error;
 use crate::records::{LockRecord, WriteKind, WriteRecord};
 use crate::store::{Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore};
@@ -76,7 +76,7 @@ async fn locks<S: RowStore>(store: &S, table: &str, row: &str) -> Vec<(u64, Lock
 /// The paper's Figure 4: Bob transfers $7 to Joe; the lock, write and data cells after each step.
 pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let c = client(&store).await;
+    let c = patient_client(&store).await;
     let mut setup = c.begin().await.unwrap();
     setup.set("bank", "Bob", "bal", "$10").unwrap();
     setup.set("bank", "Joe", "bal", "$2").unwrap();
@@ -245,7 +245,7 @@ pub async fn snapshot_isolation<F: StoreFactory>(factory: &F) {
 
 pub async fn write_write_conflict<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let c = client(&store).await;
+    let c = patient_client(&store).await;
     let mut t1 = c.begin().await.unwrap();
     let mut t2 = c.begin().await.unwrap();
     t1.set("t", "x", "c", "from t1").unwrap();
@@ -523,7 +523,7 @@ pub async fn corrupt_stored_bytes_are_errors<F: StoreFactory>(factory: &F) {
 
 pub async fn reader_never_skips_lower_lock<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let c = client(&store).await;
+    let c = patient_client(&store).await;
     let mut t = c.begin().await.unwrap();
     t.set("t", "r", "c", "old").unwrap();
     t.commit().await.unwrap();

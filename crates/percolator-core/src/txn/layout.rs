@@ -79,7 +79,7 @@ pub(crate) fn prewrite_conflict(columns: &[ColumnWrite], condition: usize) -> Pr
         .get(condition / 2)
         .map(|(c, _)| c.clone())
         .unwrap_or_default();
-    if condition % 2 == 0 {
+    if condition.is_multiple_of(2) {
         PrewriteConflict::NewerWrite(column)
     } else {
         PrewriteConflict::Locked(column)

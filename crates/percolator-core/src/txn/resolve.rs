@@ -150,3 +150,282 @@ impl<S: RowStore> ClientInner<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The cleaner's decisions, checked call by call against mocks of the narrow traits: which
+    //! reads it makes, whether it consults liveness, and exactly which conditional mutation it
+    //! sends.
+
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use mockall::predicate::eq;
+
+    use super::*;
+    use crate::liveness::MockLiveness;
+    use crate::oracle::TimestampOracle;
+    use crate::records::{CellAddr, WriteRecord};
+    use crate::store::{Cell, Condition, Family, MockRowStore, Mutation, MutationOutcome};
+    use crate::txn::{ClientInner, TxnConfig, TxnMetrics};
+
+    struct NoOracle;
+
+    #[async_trait::async_trait]
+    impl TimestampOracle for NoOracle {
+        async fn timestamp(&self) -> Result<u64> {
+            Err(Error::Oracle("not used by lock resolution".into()))
+        }
+    }
+
+    const START: u64 = 10;
+
+    fn primary() -> CellAddr {
+        CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..])
+    }
+
+    fn inner(store: MockRowStore, liveness: MockLiveness) -> ClientInner<MockRowStore> {
+        ClientInner {
+            store: Arc::new(store),
+            oracle: Arc::new(NoOracle),
+            liveness: Arc::new(liveness),
+            config: TxnConfig::default(),
+            worker_id: 1,
+            metrics: TxnMetrics::default(),
+            commit_hook: None,
+            lease_refresher: parking_lot::Mutex::new(None),
+        }
+    }
+
+    fn lock(wall_ms: u64, ttl_ms: u64) -> LockRecord {
+        LockRecord {
+            kind: WriteKind::Put,
+            primary: primary(),
+            owner: 7,
+            wall_ms,
+            ttl_ms,
+        }
+    }
+
+    fn status_answer(lock: Option<&LockRecord>, writes: Vec<(u64, WriteRecord)>) -> Vec<Vec<Cell>> {
+        let locks = lock
+            .map(|l| {
+                vec![Cell {
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: l.encode(),
+                }]
+            })
+            .unwrap_or_default();
+        let writes = writes
+            .into_iter()
+            .map(|(ts, w)| Cell {
+                column: Bytes::from("c"),
+                ts,
+                value: w.encode(),
+            })
+            .collect();
+        vec![locks, writes]
+    }
+
+    #[tokio::test]
+    async fn committed_primary_is_read_not_written() {
+        let mut store = MockRowStore::new();
+        store.expect_read_row().times(1).returning(|_| {
+            Ok(status_answer(
+                None,
+                vec![
+                    (
+                        25,
+                        WriteRecord {
+                            kind: WriteKind::Put,
+                            start_ts: 12,
+                        },
+                    ),
+                    (
+                        20,
+                        WriteRecord {
+                            kind: WriteKind::Put,
+                            start_ts: START,
+                        },
+                    ),
+                ],
+            ))
+        });
+        store.expect_mutate_rows().times(0);
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().times(0);
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Committed { commit_ts: 20 });
+    }
+
+    #[tokio::test]
+    async fn live_owner_within_ttl_is_left_alone() {
+        let held = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        store.expect_mutate_rows().times(0);
+        let mut liveness = MockLiveness::new();
+        liveness
+            .expect_is_alive()
+            .with(eq(7))
+            .times(1)
+            .returning(|_| Ok(true));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Locked { lock: held });
+    }
+
+    fn expect_rollback_of(store: &mut MockRowStore, held: &LockRecord) {
+        let lock_bytes = held.encode();
+        store.expect_mutate_rows().times(1).returning(move |batch| {
+            assert_eq!(batch.len(), 1);
+            let item = &batch[0];
+            assert_eq!(
+                item.conditions,
+                vec![Condition::Equals {
+                    family: Family::Lock,
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: lock_bytes.clone()
+                }],
+                "a primary is rolled back only if its lock is exactly the one inspected"
+            );
+            assert!(
+                item.mutations.contains(&Mutation::Put {
+                    family: Family::Write,
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: WriteRecord {
+                        kind: WriteKind::Rollback,
+                        start_ts: START
+                    }
+                    .encode(),
+                }),
+                "rollback record missing"
+            );
+            assert!(item.mutations.contains(&Mutation::Delete {
+                family: Family::Lock,
+                column: Bytes::from("c"),
+                ts: START
+            }));
+            Ok(vec![MutationOutcome::Applied])
+        });
+    }
+
+    #[tokio::test]
+    async fn dead_owner_is_rolled_back_before_ttl() {
+        let held = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        expect_rollback_of(&mut store, &held);
+        let mut liveness = MockLiveness::new();
+        liveness
+            .expect_is_alive()
+            .with(eq(7))
+            .times(1)
+            .returning(|_| Ok(false));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+
+    #[tokio::test]
+    async fn expired_lock_is_rolled_back_without_asking_liveness() {
+        let held = lock(1_000, 5);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        expect_rollback_of(&mut store, &held);
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().times(0);
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+
+    #[tokio::test]
+    async fn lost_race_to_a_heartbeat_rereads() {
+        let held = lock(1_000, 5);
+        let refreshed = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let mut seq = mockall::Sequence::new();
+        let first = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move |_| Ok(first.clone()));
+        store
+            .expect_mutate_rows()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| Ok(vec![MutationOutcome::ConditionFailed { condition: 0 }]));
+        let second = status_answer(Some(&refreshed), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move |_| Ok(second.clone()));
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().returning(|_| Ok(true));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Locked { lock: refreshed });
+    }
+
+    #[tokio::test]
+    async fn missing_primary_is_fenced_with_a_rollback_record() {
+        let mut store = MockRowStore::new();
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(|_| Ok(status_answer(None, vec![])));
+        store.expect_mutate_rows().times(1).returning(|batch| {
+            assert_eq!(
+                batch[0].conditions,
+                vec![Condition::Absent {
+                    family: Family::Lock,
+                    column: Bytes::from("c"),
+                    ts: crate::store::TsRange::at(START)
+                }]
+            );
+            assert!(matches!(
+                &batch[0].mutations[..],
+                [Mutation::Put {
+                    family: Family::Write,
+                    ts: START,
+                    ..
+                }]
+            ));
+            Ok(vec![MutationOutcome::Applied])
+        });
+        let status = inner(store, MockLiveness::new())
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+}
