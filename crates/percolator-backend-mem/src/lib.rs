@@ -37,7 +37,7 @@ use parking_lot::RwLock;
 use percolator_core::store::{row_past_end, truncate_versions, validate_batch};
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
-    RowMutation, RowStore, Scan, StoreError, StoreLimits,
+    RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
 };
 
 type RowKey = (Bytes, Bytes);
@@ -128,20 +128,24 @@ impl MemStore {
     }
 }
 
-fn version_range(
+/// Versions `ts` of `column` in one family's map; `None` for an empty (inverted) range, which
+/// `BTreeMap::range` would reject with a panic.
+fn versions<'a>(
+    map: &'a Versions,
     column: &Bytes,
-    lo: u64,
-    hi: u64,
-) -> std::ops::RangeInclusive<(Bytes, Reverse<u64>)> {
-    (column.clone(), Reverse(hi))..=(column.clone(), Reverse(lo))
+    ts: TsRange,
+) -> Option<std::collections::btree_map::Range<'a, (Bytes, Reverse<u64>), Bytes>> {
+    if ts.is_empty() {
+        return None;
+    }
+    Some(map.range((column.clone(), Reverse(ts.hi))..=(column.clone(), Reverse(ts.lo))))
 }
 
 fn holds(families: &[Versions; Family::ALL.len()], condition: &Condition) -> bool {
     match condition {
-        Condition::Absent { family, column, ts } => families[family.index()]
-            .range(version_range(column, ts.lo, ts.hi))
-            .next()
-            .is_none(),
+        Condition::Absent { family, column, ts } => {
+            versions(&families[family.index()], column, *ts).is_none_or(|mut r| r.next().is_none())
+        }
         Condition::Exists { family, column, ts } => {
             families[family.index()].contains_key(&(column.clone(), Reverse(*ts)))
         }
@@ -169,8 +173,9 @@ fn apply_one(families: &mut [Versions; Family::ALL.len()], mutation: Mutation) {
         }
         Mutation::DeleteRange { family, column, ts } => {
             let map = &mut families[family.index()];
-            let doomed: Vec<_> = map
-                .range(version_range(&column, ts.lo, ts.hi))
+            let doomed: Vec<_> = versions(map, &column, ts)
+                .into_iter()
+                .flatten()
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in doomed {
@@ -181,7 +186,7 @@ fn apply_one(families: &mut [Versions; Family::ALL.len()], mutation: Mutation) {
 }
 
 /// Cells of one family selected by `read`, ordered by column then newest first.
-fn select(versions: &Versions, read: &FamilyRead) -> Vec<Cell> {
+fn select(map: &Versions, read: &FamilyRead) -> Vec<Cell> {
     let mut out = Vec::new();
     let mut push = |((column, Reverse(ts)), value): (&(Bytes, Reverse<u64>), &Bytes)| {
         out.push(Cell {
@@ -191,7 +196,7 @@ fn select(versions: &Versions, read: &FamilyRead) -> Vec<Cell> {
         });
     };
     match &read.columns {
-        Columns::All => versions
+        Columns::All => map
             .iter()
             .filter(|((_, Reverse(ts)), _)| read.ts.contains(*ts))
             .for_each(&mut push),
@@ -200,11 +205,12 @@ fn select(versions: &Versions, read: &FamilyRead) -> Vec<Cell> {
             list.sort();
             list.dedup();
             for column in &list {
-                let range = versions.range(version_range(column, read.ts.lo, read.ts.hi));
-                match read.max_versions {
-                    Some(n) => range.take(n).for_each(&mut push),
-                    None => range.for_each(&mut push),
-                }
+                let limit = read.max_versions.unwrap_or(usize::MAX);
+                versions(map, column, read.ts)
+                    .into_iter()
+                    .flatten()
+                    .take(limit)
+                    .for_each(&mut push);
             }
         }
     }

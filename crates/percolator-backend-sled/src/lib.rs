@@ -28,14 +28,16 @@
 //! resolved lazily as usual.
 //!
 //! With `TxnConfig { durable_commits: true, .. }` the transaction layer calls
-//! [`RowStore::sync`] (= `Db::flush_async`) right after the commit point, before `commit`
+//! [`RowStore::sync`] (= `Db::flush`, grouped) right after the commit point, before `commit`
 //! returns: then every acknowledged commit survives `kill -9` and power loss (as far as the
 //! file system honours `fsync`). The timestamp oracle always syncs its high-water mark.
+//! Concurrent `sync` calls are grouped: one flush runs at a time and covers every caller whose
+//! writes completed before it started (group commit).
 //!
 //! ## Blocking
 //! sled operations run inline on the async task: they complete from sled's page cache and log
-//! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` uses
-//! `flush_async`). Latches are held only inside synchronous code, never across an `.await`.
+//! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` runs
+//! `Db::flush` on tokio's blocking pool). Latches are held only inside synchronous code, never across an `.await`.
 //!
 //! ## Limits
 //! Keys up to 16 KiB encoded, values up to 16 MiB, 100 000 row mutations per batch.
@@ -92,6 +94,11 @@ impl SledConfig {
 /// The sled-backed store. See the crate docs.
 pub struct SledStore {
     db: sled::Db,
+    /// Group commit for `sync`: one flush at a time; callers whose writes a running or later
+    /// flush covers wait for it instead of starting their own.
+    flush_lock: tokio::sync::Mutex<()>,
+    sync_requests: std::sync::atomic::AtomicU64,
+    synced_upto: std::sync::atomic::AtomicU64,
     trees: Vec<sled::Tree>,
     latches: Box<[RwLock<()>]>,
     hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
@@ -157,6 +164,9 @@ impl SledStore {
             .map_err(|e| backend("open tree", e))?;
         Ok(Self {
             db,
+            flush_lock: tokio::sync::Mutex::new(()),
+            sync_requests: std::sync::atomic::AtomicU64::new(0),
+            synced_upto: std::sync::atomic::AtomicU64::new(0),
             trees,
             latches: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: Default::default(),
@@ -199,6 +209,7 @@ impl SledStore {
         let tree = self.tree(read.family);
         let mut out = Vec::new();
         match &read.columns {
+            Columns::Only(_) if read.ts.is_empty() => {}
             Columns::Only(list) => {
                 let mut list = list.clone();
                 list.sort();
@@ -243,6 +254,7 @@ impl SledStore {
 
     fn holds(&self, table: &[u8], row: &[u8], condition: &Condition) -> Result<bool, StoreError> {
         Ok(match condition {
+            Condition::Absent { ts, .. } if ts.is_empty() => true,
             Condition::Absent { family, column, ts } => {
                 let prefix = key::column_prefix(table, row, column);
                 let (lo, hi) = version_bounds(&prefix, *ts);
@@ -300,6 +312,7 @@ impl SledStore {
                     key: cell_key(&item.table, &item.row, column, *ts),
                     value: None,
                 }),
+                Mutation::DeleteRange { ts, .. } if ts.is_empty() => {}
                 Mutation::DeleteRange { family, column, ts } => {
                     let prefix = key::column_prefix(&item.table, &item.row, column);
                     let (lo, hi) = version_bounds(&prefix, *ts);
@@ -475,11 +488,28 @@ impl RowStore for SledStore {
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
-        self.db
-            .flush_async()
+        use std::sync::atomic::Ordering;
+        // Every write this caller saw complete happened before this ticket was drawn.
+        let ticket = self.sync_requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let _one_flush_at_a_time = self.flush_lock.lock().await;
+        if self.synced_upto.load(Ordering::SeqCst) >= ticket {
+            return Ok(()); // a flush that started after our ticket covered our writes
+        }
+        let covers = self.sync_requests.load(Ordering::SeqCst);
+        // `Db::flush` blocks on disk I/O: run it on tokio's blocking pool. (Not `flush_async`:
+        // it runs on sled's own small thread pool, and many concurrent flushes there starve the
+        // log writes they wait for while a sled transaction waits for its commit lock — a
+        // deadlock observed with 8 concurrent durable committers.)
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
             .await
-            .map(|_| ())
-            .map_err(|e| backend("flush", e))
+            .map_err(|e| StoreError::Backend {
+                message: format!("sled flush task failed: {e}"),
+                source: None,
+            })?
+            .map_err(|e| backend("flush", e))?;
+        self.synced_upto.fetch_max(covers, Ordering::SeqCst);
+        Ok(())
     }
 }
 

@@ -112,6 +112,17 @@ pub enum Error {
         #[source]
         source: StoreError,
     },
+    /// The transaction **committed** (its commit point passed) but making it durable failed:
+    /// it is visible, and may be lost if the machine crashes before the store flushes. Never
+    /// retried automatically (re-running would apply the work twice).
+    #[error("transaction committed at {commit_ts} but could not be made durable: {source}")]
+    CommittedNotDurable {
+        /// The commit timestamp.
+        commit_ts: u64,
+        /// The store error from `sync`.
+        #[source]
+        source: StoreError,
+    },
     /// A fault-injection hook stopped the commit at a protocol step (tests only): the
     /// transaction behaves as if its process died there.
     #[error("commit stopped by fault injection at {0:?}")]

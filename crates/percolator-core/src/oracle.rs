@@ -9,20 +9,28 @@
 //! RPCs. On restart the oracle starts at the persisted mark, so it skips the unused rest of the old
 //! window and never repeats or goes back.
 //!
-//! A second process allocating from the same store would make the compare-and-swap fail; the
-//! oracle then reports [`Error::Oracle`] instead of interleaving ranges (which would break
-//! snapshot isolation). Multi-process deployments use one oracle (PD's TSO for TiKV).
+//! The mark is stored with the id of the oracle that wrote it. If the answer to the
+//! compare-and-swap is lost, or `sync` fails after it applied, the oracle reads the mark back:
+//! its own id and value mean the write landed (finish it), the old value means it did not (try
+//! again), anything else means another oracle allocates from this store.
+//!
+//! **One store, one oracle.** A second oracle on the same store (another process, or a second
+//! `LocalOracle` opened directly) is detected at its or our next refill and reported as
+//! [`Error::Oracle`]; until then the first may still hand out the rest of its window, which would
+//! interleave with the second's and break snapshot isolation. In one process,
+//! [`shared_local_oracle`] (what [`crate::Client`] uses) guarantees a single oracle per store;
+//! multi-process deployments use one oracle service (PD's TSO for TiKV).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Weak};
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreError};
 use crate::store::{
-    Columns, Condition, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore,
+    Columns, Condition, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore, TsRange,
 };
 use crate::tables;
 
@@ -38,23 +46,59 @@ pub trait TimestampOracle: Send + Sync + 'static {
 pub const DEFAULT_WINDOW: u64 = 1 << 20;
 
 const HIGH_WATER_COLUMN: &[u8] = b"high_water";
+/// Attempts of one window extension whose outcome stays unknown.
+const EXTEND_ATTEMPTS: usize = 4;
 
 /// An oracle for one process, persisting its high-water mark in a [`RowStore`].
 pub struct LocalOracle<S: RowStore> {
     store: Arc<S>,
+    id: u64,
     next: AtomicU64,
     limit: AtomicU64,
     window: u64,
-    refill: tokio::sync::Mutex<()>,
+    /// Single-flight refill; holds the mark bytes as last written or read by this oracle.
+    refill: tokio::sync::Mutex<Option<Bytes>>,
 }
 
 impl<S: RowStore> std::fmt::Debug for LocalOracle<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalOracle")
+            .field("id", &self.id)
             .field("next", &self.next.load(Ordering::Relaxed))
             .field("limit", &self.limit.load(Ordering::Relaxed))
             .field("window", &self.window)
             .finish()
+    }
+}
+
+fn encode_mark(mark: u64, oracle: u64) -> Bytes {
+    let mut out = BytesMut::with_capacity(16);
+    out.put_u64(mark);
+    out.put_u64(oracle);
+    out.freeze()
+}
+
+fn decode_mark(bytes: &Bytes) -> Result<u64> {
+    match bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+        Some(b) if bytes.len() == 16 => Ok(u64::from_be_bytes(b)),
+        _ => Err(Error::Corrupt(format!(
+            "oracle high-water mark is {} bytes, expected 16",
+            bytes.len()
+        ))),
+    }
+}
+
+fn mark_row(condition: Condition, value: Bytes) -> RowMutation {
+    RowMutation {
+        table: Bytes::from_static(tables::META_TABLE),
+        row: Bytes::from_static(tables::ORACLE_ROW),
+        conditions: vec![condition],
+        mutations: vec![Mutation::Put {
+            family: Family::Data,
+            column: Bytes::from_static(HIGH_WATER_COLUMN),
+            ts: 0,
+            value,
+        }],
     }
 }
 
@@ -69,16 +113,20 @@ impl<S: RowStore> LocalOracle<S> {
         if window == 0 {
             return Err(Error::InvalidInput("oracle window must be positive".into()));
         }
-        let mark = read_high_water(store.as_ref()).await?;
+        let persisted = read_mark_bytes(store.as_ref()).await?;
         // Everything below the persisted mark may have been handed out before a restart; start
         // at the mark. Timestamp 0 is reserved ("before everything").
-        let start = mark.unwrap_or(0).max(1);
+        let start = match &persisted {
+            Some(bytes) => decode_mark(bytes)?.max(1),
+            None => 1,
+        };
         Ok(Self {
             store,
+            id: crate::txn::random_id(),
             next: AtomicU64::new(start),
             limit: AtomicU64::new(start),
             window,
-            refill: tokio::sync::Mutex::new(()),
+            refill: tokio::sync::Mutex::new(persisted),
         })
     }
 
@@ -106,7 +154,7 @@ impl<S: RowStore> LocalOracle<S> {
     }
 
     async fn extend(&self) -> Result<()> {
-        let _single_flight = self.refill.lock().await;
+        let mut persisted = self.refill.lock().await;
         let old = self.limit.load(Ordering::Acquire);
         if self.next.load(Ordering::Acquire) < old {
             return Ok(()); // another caller extended the window while we waited
@@ -114,45 +162,52 @@ impl<S: RowStore> LocalOracle<S> {
         let new = old
             .checked_add(self.window)
             .ok_or_else(|| Error::Oracle("timestamp space exhausted".into()))?;
-        let cas = if old <= 1 {
-            // First allocation ever (or the mark was never written).
-            Condition::Absent {
-                family: Family::Data,
-                column: Bytes::from_static(HIGH_WATER_COLUMN),
-                ts: crate::store::TsRange::at(0),
-            }
-        } else {
-            Condition::Equals {
-                family: Family::Data,
-                column: Bytes::from_static(HIGH_WATER_COLUMN),
-                ts: 0,
-                value: Bytes::copy_from_slice(&old.to_be_bytes()),
-            }
-        };
-        let outcome = self
-            .store
-            .mutate_rows(vec![RowMutation {
-                table: Bytes::from_static(tables::META_TABLE),
-                row: Bytes::from_static(tables::ORACLE_ROW),
-                conditions: vec![cas],
-                mutations: vec![Mutation::Put {
+        let new_bytes = encode_mark(new, self.id);
+        for _ in 0..EXTEND_ATTEMPTS {
+            let condition = match persisted.as_ref() {
+                None => Condition::Absent {
+                    family: Family::Data,
+                    column: Bytes::from_static(HIGH_WATER_COLUMN),
+                    ts: TsRange::at(0),
+                },
+                Some(bytes) => Condition::Equals {
                     family: Family::Data,
                     column: Bytes::from_static(HIGH_WATER_COLUMN),
                     ts: 0,
-                    value: Bytes::copy_from_slice(&new.to_be_bytes()),
-                }],
-            }])
-            .await?;
-        if !outcome.first().is_some_and(|o| o.applied()) {
-            return Err(Error::Oracle(
-                "high-water mark changed under this oracle: another process allocates timestamps \
-                 from the same store"
-                    .into(),
-            ));
+                    value: bytes.clone(),
+                },
+            };
+            let applied = match self
+                .store
+                .mutate_rows(vec![mark_row(condition, new_bytes.clone())])
+                .await
+            {
+                Ok(outcome) => outcome.first().is_some_and(|o| o.applied()),
+                Err(StoreError::Unavailable(_)) => false, // unknown: read it back below
+                Err(e) => return Err(e.into()),
+            };
+            if !applied {
+                let current = read_mark_bytes(self.store.as_ref()).await?;
+                if current.as_ref() != Some(&new_bytes) {
+                    if current != *persisted {
+                        return Err(Error::Oracle(
+                            "high-water mark changed under this oracle: another oracle allocates \
+                             timestamps from the same store"
+                                .into(),
+                        ));
+                    }
+                    continue; // our write did not land: try again
+                }
+            }
+            // The new mark is in the store; it must be durable before anything below it is used.
+            *persisted = Some(new_bytes);
+            self.store.sync().await?;
+            self.limit.store(new, Ordering::Release);
+            return Ok(());
         }
-        self.store.sync().await?;
-        self.limit.store(new, Ordering::Release);
-        Ok(())
+        Err(Error::Store(StoreError::Unavailable(
+            "could not persist the oracle's high-water mark".into(),
+        )))
     }
 }
 
@@ -168,7 +223,7 @@ impl<S: RowStore> TimestampOracle for LocalOracle<S> {
     }
 }
 
-async fn read_high_water<S: RowStore>(store: &S) -> Result<Option<u64>> {
+async fn read_mark_bytes<S: RowStore>(store: &S) -> Result<Option<Bytes>> {
     let cells = store
         .read_row(ReadRow {
             table: Bytes::from_static(tables::META_TABLE),
@@ -180,19 +235,14 @@ async fn read_high_water<S: RowStore>(store: &S) -> Result<Option<u64>> {
             ],
         })
         .await?;
-    let Some(cell) = cells.first().and_then(|c| c.first()) else {
-        return Ok(None);
-    };
-    let bytes: [u8; 8] = cell.value.as_ref().try_into().map_err(|_| {
-        Error::Corrupt(format!(
-            "oracle high-water mark is {} bytes, expected 8",
-            cell.value.len()
-        ))
-    })?;
-    Ok(Some(u64::from_be_bytes(bytes)))
+    Ok(cells
+        .into_iter()
+        .next()
+        .and_then(|c| c.into_iter().next())
+        .map(|c| c.value))
 }
 
-/// Live oracles by store address: one [`LocalOracle`] per store per process.
+/// Live oracles by [`RowStore::store_id`]: one [`LocalOracle`] per store per process.
 static SHARED: LazyLock<tokio::sync::Mutex<HashMap<usize, Weak<dyn TimestampOracle>>>> =
     LazyLock::new(|| tokio::sync::Mutex::new(HashMap::new()));
 
@@ -200,10 +250,12 @@ static SHARED: LazyLock<tokio::sync::Mutex<HashMap<usize, Weak<dyn TimestampOrac
 ///
 /// Every [`crate::Client`] built without an explicit oracle uses this, so that all clients of one
 /// store in one process draw from a single sequence (two oracles on one store would hand out
-/// interleaved ranges and break snapshot isolation). The entry lives as long as some client
-/// holds the oracle; the oracle holds the store, so the address cannot be reused meanwhile.
+/// interleaved ranges and break snapshot isolation). Stores are told apart by
+/// [`RowStore::store_id`], which wrappers forward to the store they wrap. The entry lives as long
+/// as some client holds the oracle; the oracle holds the store, so the id cannot be reused
+/// meanwhile.
 pub async fn shared_local_oracle<S: RowStore>(store: &Arc<S>) -> Result<Arc<dyn TimestampOracle>> {
-    let key = Arc::as_ptr(store) as *const () as usize;
+    let key = store.store_id();
     let mut shared = SHARED.lock().await;
     if let Some(oracle) = shared.get(&key).and_then(Weak::upgrade) {
         return Ok(oracle);

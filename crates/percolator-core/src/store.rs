@@ -107,6 +107,12 @@ impl TsRange {
     pub const fn contains(&self, ts: u64) -> bool {
         self.lo <= ts && ts <= self.hi
     }
+
+    /// Whether the range selects nothing (`lo > hi`). Backends must treat an empty range as
+    /// selecting nothing, never as an error or a panic.
+    pub const fn is_empty(&self) -> bool {
+        self.lo > self.hi
+    }
 }
 
 /// Which columns of a family a read returns.
@@ -363,6 +369,13 @@ pub trait RowStore: Send + Sync + 'static {
 
     /// Sizes and guarantees of this backend.
     fn limits(&self) -> StoreLimits;
+
+    /// Identifies the data this handle reaches, for per-store singletons such as the
+    /// process-wide oracle. The default is the handle's address; a wrapper returns the id of the
+    /// store it wraps.
+    fn store_id(&self) -> usize {
+        std::ptr::from_ref(self).cast::<()>() as usize
+    }
 
     /// Reads several families of one row as one consistent snapshot; one result per
     /// [`ReadRow::reads`] entry, each ordered by column then newest first.

@@ -20,6 +20,7 @@ pub type BatchPredicate = Box<dyn Fn(&[RowMutation]) -> bool + Send + Sync>;
 pub struct FaultyStore<S: RowStore> {
     inner: Arc<S>,
     lose_answer: Mutex<Option<(BatchPredicate, usize)>>,
+    failing_syncs: std::sync::atomic::AtomicUsize,
     recorded: Mutex<Vec<Vec<RowMutation>>>,
 }
 
@@ -29,6 +30,7 @@ impl<S: RowStore> FaultyStore<S> {
         Self {
             inner,
             lose_answer: Mutex::new(None),
+            failing_syncs: std::sync::atomic::AtomicUsize::new(0),
             recorded: Mutex::new(Vec::new()),
         }
     }
@@ -37,6 +39,12 @@ impl<S: RowStore> FaultyStore<S> {
     /// [`StoreError::Unavailable`] instead of the outcomes.
     pub fn lose_answers(&self, times: usize, predicate: BatchPredicate) {
         *self.lose_answer.lock() = Some((predicate, times));
+    }
+
+    /// The next `times` calls to `sync` fail with [`StoreError::Unavailable`] (without syncing).
+    pub fn fail_syncs(&self, times: usize) {
+        self.failing_syncs
+            .store(times, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Every batch sent so far.
@@ -108,6 +116,10 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         self.inner.limits()
     }
 
+    fn store_id(&self) -> usize {
+        self.inner.store_id()
+    }
+
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         self.inner.read_row(request).await
     }
@@ -141,6 +153,20 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        let failing = self
+            .failing_syncs
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(StoreError::Unavailable("injected: sync failed".into()));
+        }
         self.inner.sync().await
     }
+}
+
+/// Whether a batch writes Percolator's reserved metadata (the oracle's high-water mark).
+pub fn is_oracle_mark(batch: &[RowMutation]) -> bool {
+    batch
+        .iter()
+        .any(|m| m.table.as_ref() == crate::tables::META_TABLE)
 }

@@ -110,6 +110,7 @@ pub const CASES: &[&str] = &[
     "txn_bad_input_writes_nothing",
     "txn_corrupt_stored_bytes_are_errors",
     "txn_reader_never_skips_lower_lock",
+    "txn_committed_but_not_durable_is_not_retried",
     "fault_crash_after_primary_prewrite",
     "fault_crash_after_all_prewrites",
     "fault_crash_before_commit_point",
@@ -125,7 +126,9 @@ pub const CASES: &[&str] = &[
     "fault_heartbeat_keeps_long_commit_alive",
     "oracle_strictly_increasing_concurrently",
     "oracle_monotonic_across_restarts",
+    "oracle_survives_lost_answers_and_failed_syncs",
     "invariant_bank_transfers_with_crashes",
+    "invariant_durable_concurrent_commits",
 ];
 
 /// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
@@ -151,6 +154,7 @@ macro_rules! conformance_tests {
             txn_bad_input_writes_nothing => txn_cases::bad_input_writes_nothing,
             txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,
             txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
+            txn_committed_but_not_durable_is_not_retried => txn_cases::committed_but_not_durable_is_not_retried,
             fault_crash_after_primary_prewrite => fault_cases::crash_after_primary_prewrite,
             fault_crash_after_all_prewrites => fault_cases::crash_after_all_prewrites,
             fault_crash_before_commit_point => fault_cases::crash_before_commit_point,
@@ -166,7 +170,9 @@ macro_rules! conformance_tests {
             fault_heartbeat_keeps_long_commit_alive => fault_cases::heartbeat_keeps_long_commit_alive,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
             oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
+            oracle_survives_lost_answers_and_failed_syncs => oracle_cases::survives_lost_answers_and_failed_syncs,
             invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,
+            invariant_durable_concurrent_commits => invariant_cases::durable_concurrent_commits,
         );
     };
     (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rand::Rng as _;
 
 use super::StoreFactory;
+use super::faulty::{FaultyStore, is_oracle_mark};
 use crate::error::Error;
 use crate::oracle::{LocalOracle, TimestampOracle};
 
@@ -87,5 +88,38 @@ pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {
         }
         drop(oracle);
         store = factory.restart(store).await;
+    }
+}
+
+pub async fn survives_lost_answers_and_failed_syncs<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let oracle = LocalOracle::with_window(Arc::clone(&store), 4)
+        .await
+        .unwrap();
+    let mut last = 0;
+    let mut take = |ts: u64| {
+        assert!(ts > last, "{ts} after {last}");
+        last = ts;
+    };
+    take(oracle.timestamp().await.unwrap());
+    // The mark's compare-and-swap applies but its answer is lost: the oracle reads it back.
+    store.lose_answers(1, Box::new(is_oracle_mark));
+    for _ in 0..10 {
+        take(oracle.timestamp().await.unwrap());
+    }
+    // The mark is written but the sync fails: the caller gets an error, and the next call
+    // finishes the same allocation instead of declaring another oracle.
+    let mut failed = false;
+    store.fail_syncs(1);
+    for _ in 0..10 {
+        match oracle.timestamp().await {
+            Ok(ts) => take(ts),
+            Err(Error::Store(_)) => failed = true,
+            Err(e) => panic!("oracle jammed: {e:?}"),
+        }
+    }
+    assert!(failed, "the injected sync failure was not reported");
+    for _ in 0..10 {
+        take(oracle.timestamp().await.unwrap());
     }
 }

@@ -147,6 +147,63 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
     assert_eq!(summary(&multi[0]), vec![(b"a".to_vec(), 7, b"w7".to_vec())]);
     assert!(multi[1].is_empty());
     assert_eq!(multi[2].len(), 2);
+    // An inverted timestamp range selects nothing (and must not panic).
+    let inverted = TsRange::new(8, 4);
+    assert!(
+        read(
+            &*store,
+            b"t",
+            b"r",
+            FamilyRead::all(Family::Data).ts(inverted)
+        )
+        .await
+        .is_empty()
+    );
+    assert!(
+        read(
+            &*store,
+            b"t",
+            b"r",
+            FamilyRead::all(Family::Data)
+                .columns(Columns::one(b(b"a")))
+                .ts(inverted)
+        )
+        .await
+        .is_empty()
+    );
+    let vacuous = Condition::Absent {
+        family: Family::Data,
+        column: b(b"a"),
+        ts: inverted,
+    };
+    assert_eq!(
+        apply(
+            &*store,
+            vec![row_mutation(b"t", b"r", vec![vacuous], vec![])]
+        )
+        .await,
+        vec![MutationOutcome::Applied]
+    );
+    apply(
+        &*store,
+        vec![row_mutation(
+            b"t",
+            b"r",
+            vec![],
+            vec![Mutation::DeleteRange {
+                family: Family::Data,
+                column: b(b"a"),
+                ts: inverted,
+            }],
+        )],
+    )
+    .await;
+    assert_eq!(
+        read(&*store, b"t", b"r", FamilyRead::all(Family::Data))
+            .await
+            .len(),
+        4
+    );
     assert!(
         read(&*store, b"t", b"missing", FamilyRead::all(Family::Data))
             .await

@@ -422,6 +422,16 @@ pub async fn bad_input_writes_nothing<F: StoreFactory>(factory: &F) {
     ));
     assert_eq!(t.buffered_writes(), 1, "rejected writes are not buffered");
     drop(t);
+    // More rows than one batch may carry: refused before anything is locked.
+    let mut wide = c.begin().await.unwrap();
+    for i in 0..=limits.max_batch_rows {
+        wide.set("wide", i.to_be_bytes(), "c", "v").unwrap();
+    }
+    assert!(matches!(wide.commit().await, Err(Error::TooLarge { .. })));
+    assert!(
+        c.locks("wide").await.unwrap().is_empty(),
+        "an oversize transaction locked rows"
+    );
     assert!(c.locks("ok").await.unwrap().is_empty());
     assert!(
         cells(&*store, "ok", "r1", Family::Data).await.is_empty(),
@@ -549,4 +559,40 @@ pub async fn reader_never_skips_lower_lock<F: StoreFactory>(factory: &F) {
     // The writer committed above the reader's timestamp, so the reader sees the old value.
     assert_eq!(read.await.unwrap().unwrap(), Some(Bytes::from("old")));
     assert_eq!(get(&c, "t", "r", "c").await, Some(Bytes::from("new")));
+}
+
+pub async fn committed_but_not_durable_is_not_retried<F: StoreFactory>(factory: &F) {
+    use super::faulty::FaultyStore;
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = super::client_with(
+        &store,
+        crate::txn::TxnConfig {
+            durable_commits: true,
+            ..super::fast_config()
+        },
+    )
+    .await;
+    c.begin().await.unwrap(); // the oracle persists (and syncs) its first window now
+    store.fail_syncs(1);
+    let runs = AtomicU32::new(0);
+    let err = c
+        .run(|txn| -> BoxFuture<'_, crate::Result<()>> {
+            runs.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move { txn.set("d", "r", "c", "once") })
+        })
+        .await
+        .expect_err("sync failure must be reported");
+    assert!(matches!(err, Error::CommittedNotDurable { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        1,
+        "a committed transaction was run again"
+    );
+    assert_eq!(
+        get(&c, "d", "r", "c").await,
+        Some(Bytes::from("once")),
+        "the commit stands"
+    );
+    assert!(c.locks("d").await.unwrap().is_empty());
 }

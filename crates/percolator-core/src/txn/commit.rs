@@ -120,6 +120,15 @@ impl<S: RowStore> Client<S> {
             });
         };
         let row_count = rows.len();
+        let max_rows = self.inner.store.limits().max_batch_rows;
+        if row_count > max_rows {
+            // Checked before anything is locked: the secondary batches could not be sent.
+            return Err(Error::TooLarge {
+                what: "rows written by one transaction",
+                size: row_count,
+                limit: max_rows,
+            });
+        }
         let primary = CellAddr {
             table: primary_row.table.clone(),
             row: primary_row.row.clone(),
@@ -158,8 +167,11 @@ impl<S: RowStore> Client<S> {
         self.commit_primary(&rows[0], &primary, start_ts, commit_ts)
             .await?;
         drop(heartbeat);
-        if self.config().durable_commits {
-            self.inner.store.sync().await?;
+        if self.config().durable_commits
+            && let Err(source) = self.inner.store.sync().await
+        {
+            // Past the commit point nothing may report failure-and-retry.
+            return Err(Error::CommittedNotDurable { commit_ts, source });
         }
         checkpoint(hook, CommitStep::AfterCommitPoint, start_ts).await?;
 
@@ -375,10 +387,11 @@ impl<S: RowStore> Client<S> {
         let rest: Vec<RowMutation> = addrs
             .map(|a| layout::rollback_locked(&a, start_ts))
             .collect();
-        if !rest.is_empty()
-            && let Err(e) = self.inner.store.mutate_rows(rest).await
-        {
-            tracing::warn!(start_ts, error = %e, "could not roll back secondaries");
+        let max_rows = self.inner.store.limits().max_batch_rows.max(1);
+        for chunk in rest.chunks(max_rows) {
+            if let Err(e) = self.inner.store.mutate_rows(chunk.to_vec()).await {
+                tracing::warn!(start_ts, error = %e, "could not roll back secondaries");
+            }
         }
     }
 
@@ -411,7 +424,8 @@ impl<S: RowStore> Client<S> {
                     self.inner.metrics.aborted();
                     return Err(Error::Aborted { start_ts });
                 }
-                Ok(TxnStatus::Locked { .. }) => {} // our lock is still there: try again
+                // Our lock is still there (or, unreachable while we hold it, nothing is): retry.
+                Ok(TxnStatus::Locked { .. } | TxnStatus::NotFound) => {}
                 Err(Error::Store(e)) => last_error = Some(e),
                 Err(e) => return Err(e),
             }

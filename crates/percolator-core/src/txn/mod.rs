@@ -252,7 +252,7 @@ impl<S: RowStore> ClientBuilder<S> {
             Some(o) => o,
             None => crate::oracle::shared_local_oracle(&self.store).await?,
         };
-        let worker_id = rand_worker_id();
+        let worker_id = random_id();
         let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
         let lease = self.config.worker_lease;
         registry.register(worker_id, lease).await?;
@@ -282,7 +282,8 @@ impl<S: RowStore> ClientBuilder<S> {
     }
 }
 
-fn rand_worker_id() -> u64 {
+/// A random non-zero id (worker ids, oracle ids).
+pub(crate) fn random_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // RandomState is seeded from the OS; mixing in time and pid keeps ids distinct per process.
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();

@@ -24,15 +24,20 @@ use super::layout;
 
 /// What the primary says about a transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TxnStatus {
     /// Committed at this timestamp.
     Committed {
         /// The commit timestamp.
         commit_ts: u64,
     },
-    /// Rolled back (or never got past prewrite and is now fenced off).
+    /// Rolled back: a rollback record at the primary forbids it from ever committing.
     RolledBack,
-    /// Still locked by a live owner within its TTL.
+    /// Neither lock nor write record at the primary, and the caller asked not to clean up: the
+    /// primary's prewrite may still be in flight, so the outcome is open.
+    NotFound,
+    /// The primary is locked. With cleanup, the owner is alive and within its TTL; without, the
+    /// lock is reported whatever its owner's state.
     Locked {
         /// The primary lock.
         lock: LockRecord,
@@ -103,7 +108,7 @@ impl<S: RowStore> ClientInner<S> {
                 continue; // refreshed or committed meanwhile: look again
             }
             if !clean {
-                return Ok(TxnStatus::RolledBack);
+                return Ok(TxnStatus::NotFound);
             }
             let outcome = self
                 .store
@@ -146,7 +151,7 @@ impl<S: RowStore> ClientInner<S> {
                 self.metrics.rolled_back();
                 Ok(true)
             }
-            TxnStatus::Locked { .. } => Ok(false),
+            TxnStatus::Locked { .. } | TxnStatus::NotFound => Ok(false),
         }
     }
 }

@@ -35,7 +35,7 @@ impl Backoff {
             .max(1);
         let jitter = rand::rng().random_range(cap / 2..=cap);
         tokio::time::sleep(Duration::from_micros(jitter)).await;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
     }
 
     /// Sleeps before the next attempt, or fails with [`Error::LockWaitTimeout`] once the
