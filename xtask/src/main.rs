@@ -1,7 +1,9 @@
 //! `cargo xtask`: project automation (the rust-analyzer pattern; alias in `.cargo/config.toml`).
 //!
-//! - `cargo xtask conformance --backend <mem|sled|all>`: runs the shared conformance suite from
-//!   each backend's own `conformance` test target and prints pass/fail/skip counts per backend.
+//! - `cargo xtask conformance --backend <mem|sled|tikv-fake|tikv|all> [--pd HOST:PORT]`: runs the
+//!   shared conformance suite from each backend's own test target and prints pass/fail/skip
+//!   counts per backend. `tikv` needs a PD address (`--pd` or `PERCOLATOR_TIKV_PD`); without one
+//!   it is reported as skipped, with the reason.
 //! - `cargo xtask ci`: `cargo fmt --check`, `cargo clippy --workspace --all-targets -D warnings`,
 //!   the conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
@@ -25,6 +27,10 @@ enum Cmd {
         /// Which backend.
         #[arg(long, value_enum, default_value_t = Backend::All)]
         backend: Backend,
+        /// PD endpoint(s) of a TiKV cluster for `tikv` (comma-separated); defaults to
+        /// `PERCOLATOR_TIKV_PD`.
+        #[arg(long)]
+        pd: Option<String>,
     },
     /// Everything CI checks: formatting, lints, all tests.
     Ci,
@@ -34,13 +40,53 @@ enum Cmd {
 enum Backend {
     Mem,
     Sled,
+    /// TiKV mapping over the in-process TiKV double.
+    TikvFake,
+    /// A real TiKV cluster (needs a PD address).
+    Tikv,
     All,
 }
 
-/// Backends with an embedded store, in report order: (name, package).
-const BACKENDS: &[(&str, &str)] = &[
-    ("mem", "percolator-backend-mem"),
-    ("sled", "percolator-backend-sled"),
+/// One conformance target.
+struct Target {
+    backend: Backend,
+    name: &'static str,
+    package: &'static str,
+    binary: &'static str,
+    /// Needs a PD address; compiled with the `cluster-tests` feature.
+    cluster: bool,
+}
+
+/// Every conformance target, in report order.
+const TARGETS: &[Target] = &[
+    Target {
+        backend: Backend::Mem,
+        name: "mem",
+        package: "percolator-backend-mem",
+        binary: "conformance",
+        cluster: false,
+    },
+    Target {
+        backend: Backend::Sled,
+        name: "sled",
+        package: "percolator-backend-sled",
+        binary: "conformance",
+        cluster: false,
+    },
+    Target {
+        backend: Backend::TikvFake,
+        name: "tikv-fake",
+        package: "percolator-backend-tikv",
+        binary: "conformance_fake",
+        cluster: false,
+    },
+    Target {
+        backend: Backend::Tikv,
+        name: "tikv",
+        package: "percolator-backend-tikv",
+        binary: "conformance_cluster",
+        cluster: true,
+    },
 ];
 
 /// Test counts of one run.
@@ -93,6 +139,7 @@ fn run_tests(
     packages: &[&str],
     filter: Option<&str>,
     extra_test_args: &[&str],
+    env: &[(&str, &str)],
 ) -> Result<Counts, String> {
     let nextest = have_nextest();
     let mut cmd = cargo();
@@ -108,6 +155,7 @@ fn run_tests(
         cmd.args(["-p", p]);
     }
     cmd.args(extra_test_args);
+    cmd.envs(env.iter().copied());
     if let Some(f) = filter {
         if nextest {
             cmd.args(["-E", f]);
@@ -147,38 +195,60 @@ fn run_tests(
     Ok(counts)
 }
 
-fn conformance(backend: Backend) -> Result<Counts, String> {
+fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, String> {
+    let pd = pd
+        .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
+        .filter(|p| !p.trim().is_empty());
     let mut rows = Vec::new();
     let mut total = Counts::default();
-    for &(name, package) in BACKENDS {
-        if backend != Backend::All
-            && !name.eq_ignore_ascii_case(match backend {
-                Backend::Mem => "mem",
-                Backend::Sled => "sled",
-                Backend::All => "",
-            })
-        {
+    for target in TARGETS {
+        if backend != Backend::All && backend != target.backend {
             continue;
         }
-        println!("== conformance: {name} ({package})");
+        if target.cluster && pd.is_none() {
+            let reason = "no PD address (pass --pd HOST:PORT or set PERCOLATOR_TIKV_PD)";
+            println!("== conformance: {}: SKIPPED, {reason}", target.name);
+            total.skipped += 1;
+            rows.push((
+                target.name,
+                Counts {
+                    skipped: 1,
+                    ..Counts::default()
+                },
+                None,
+                Some(reason),
+            ));
+            continue;
+        }
+        println!("== conformance: {} ({})", target.name, target.package);
         let started = Instant::now();
-        let counts = run_tests(&[package], Some("binary(conformance)"), &[])?;
-        rows.push((name, counts, started.elapsed()));
+        let filter = format!("binary({})", target.binary);
+        let mut extra = Vec::new();
+        let mut env = Vec::new();
+        if target.cluster {
+            extra.extend(["--features", "cluster-tests"]);
+            if let Some(pd) = &pd {
+                env.push(("PERCOLATOR_TIKV_PD", pd.as_str()));
+            }
+        }
+        let counts = run_tests(&[target.package], Some(&filter), &extra, &env)?;
+        rows.push((target.name, counts, Some(started.elapsed()), None));
         total.add(counts);
     }
     println!();
     println!("| backend | passed | failed | skipped | time |");
     println!("|---------|-------:|-------:|--------:|-----:|");
-    for (name, c, t) in &rows {
+    for (name, c, t, reason) in &rows {
+        let time = match (t, reason) {
+            (Some(t), _) => format!("{:.1} s", t.as_secs_f64()),
+            (None, Some(r)) => format!("suite skipped: {r}"),
+            (None, None) => String::new(),
+        };
         println!(
-            "| {name} | {} | {} | {} | {:.1} s |",
-            c.passed,
-            c.failed,
-            c.skipped,
-            t.as_secs_f64()
+            "| {name} | {} | {} | {} | {time} |",
+            c.passed, c.failed, c.skipped
         );
     }
-    println!("| tikv | - | - | - | not built yet (separate issue) |");
     println!();
     println!(
         "conformance: {} passed, {} failed, {} skipped",
@@ -212,18 +282,19 @@ fn ci() -> Result<Counts, String> {
     ]);
     step("cargo clippy -D warnings", clippy)?;
 
-    let mut total = conformance(Backend::All)?;
+    let mut total = conformance(Backend::All, None)?;
     println!("== other tests");
     let packages = [
         "percolator-core",
         "percolator-backend-mem",
         "percolator-backend-sled",
+        "percolator-backend-tikv",
         "xtask",
     ];
     let rest = if have_nextest() {
-        run_tests(&packages, Some("not binary(conformance)"), &[])?
+        run_tests(&packages, Some("not binary(~conformance)"), &[], &[])?
     } else {
-        run_tests(&packages, None, &[])?
+        run_tests(&packages, None, &[], &[])?
     };
     total.add(rest);
     println!("== doc tests");
@@ -236,7 +307,7 @@ fn ci() -> Result<Counts, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Conformance { backend } => conformance(backend),
+        Cmd::Conformance { backend, pd } => conformance(backend, pd),
         Cmd::Ci => ci().inspect(|c| {
             println!();
             println!(
