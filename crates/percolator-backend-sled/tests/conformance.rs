@@ -29,8 +29,20 @@ impl StoreFactory for SledFactory {
     async fn restart(&self, store: Arc<SledStore>) -> Arc<SledStore> {
         let path: PathBuf = store.path().to_path_buf();
         let store = Arc::try_unwrap(store).expect("restart: the store is still shared");
-        drop(store); // closes the database and releases its file lock
-        Arc::new(SledStore::open(&path).expect("reopen sled"))
+        drop(store);
+        // sled releases its file lock when its last background task lets go of the database,
+        // shortly after the handle is dropped: a restarted process would wait the same way.
+        let mut attempts = 0;
+        loop {
+            match SledStore::open(&path) {
+                Ok(reopened) => return Arc::new(reopened),
+                Err(e) if attempts < 500 && format!("{e:?}").contains("could not acquire lock") => {
+                    attempts += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Err(e) => panic!("reopen sled: {e:?}"),
+            }
+        }
     }
 }
 

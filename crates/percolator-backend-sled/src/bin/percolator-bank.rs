@@ -89,7 +89,7 @@ async fn resolve_leftovers(client: &Client<SledStore>) -> Result<usize, Error> {
 }
 
 async fn run(args: Args) -> Result<bool, Error> {
-    let store = Arc::new(SledStore::open(&args.db)?);
+    let store = Arc::new(open_waiting_for_lock(&args.db).await?);
     let client = Client::builder(Arc::clone(&store))
         .config(config(args.durable))
         .build()
@@ -192,6 +192,24 @@ async fn run(args: Args) -> Result<bool, Error> {
     client.shutdown().await?;
     store.sync().await?;
     Ok(ok)
+}
+
+/// Opens the database, waiting up to 5 s for a previous process (or handle) to release sled's
+/// file lock.
+async fn open_waiting_for_lock(path: &std::path::Path) -> Result<SledStore, Error> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match SledStore::open(path) {
+            Ok(store) => return Ok(store),
+            Err(e)
+                if Instant::now() < deadline
+                    && format!("{e:?}").contains("could not acquire lock") =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 const EXPECTED_ROW: &str = "expected-total";
