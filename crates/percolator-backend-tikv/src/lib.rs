@@ -123,15 +123,9 @@ fn store_error(e: KvError) -> StoreError {
     }
 }
 
+/// The exclusive end of a scan over `prefix` (our prefixes end in a marker byte, never 0xFF).
 fn successor(prefix: &[u8]) -> Vec<u8> {
-    let mut out = prefix.to_vec();
-    while let Some(last) = out.pop() {
-        if last < 0xFF {
-            out.push(last + 1);
-            return out;
-        }
-    }
-    vec![0xFF; prefix.len() + 1]
+    key::prefix_successor(prefix).unwrap_or_else(|| vec![0xFF; prefix.len() + 1])
 }
 
 /// Reads every pair in `[start, end)`, page by page, stopping after `max` pairs.

@@ -205,6 +205,21 @@ pub fn column_prefix(table: &[u8], row: &[u8], column: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The smallest byte string greater than every string that starts with `prefix` (the exclusive
+/// end of a prefix scan). Prefixes built by this module end in a group marker, never 0xFF, so this
+/// is `prefix` with its last byte incremented; `None` if `prefix` is empty or all 0xFF (no finite
+/// bound exists).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut out = prefix.to_vec();
+    while let Some(last) = out.pop() {
+        if last < 0xFF {
+            out.push(last + 1);
+            return Some(out);
+        }
+    }
+    None
+}
+
 /// Checks one arbitrary input the way the fuzz target does: decoding never panics, and anything
 /// that decodes re-encodes to the same bytes (the encoding is canonical).
 ///
@@ -257,6 +272,25 @@ mod tests {
                 assert_eq!(a.cmp(b), enc(a).cmp(&enc(b)), "{a:?} vs {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn prefix_successor_bounds_every_extension() {
+        let p = row_prefix(b"t", &[0xFF; 8]);
+        let succ = prefix_successor(&p).unwrap();
+        let inside = CellKey {
+            table: b"t".to_vec(),
+            row: vec![0xFF; 8],
+            column: vec![0xFF; 40],
+            ts: 0,
+        }
+        .encode();
+        assert!(inside < succ);
+        let next_row = row_prefix(b"t", &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0]);
+        assert!(next_row >= succ);
+        assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF, 0xFF]), None);
+        assert_eq!(prefix_successor(&[]), None);
     }
 
     #[test]
