@@ -53,7 +53,6 @@ struct MemRow {
 pub struct MemStore {
     rows: SkipMap<RowKey, Arc<MemRow>>,
     family_rows: [SkipMap<RowKey, Arc<MemRow>>; Family::ALL.len()],
-    limits: StoreLimits,
 }
 
 impl Default for MemStore {
@@ -86,7 +85,6 @@ impl MemStore {
         Self {
             rows: SkipMap::new(),
             family_rows: std::array::from_fn(|_| SkipMap::new()),
-            limits: MEM_LIMITS,
         }
     }
 
@@ -225,7 +223,7 @@ impl RowStore for MemStore {
     }
 
     fn limits(&self) -> StoreLimits {
-        self.limits
+        MEM_LIMITS
     }
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
@@ -279,7 +277,7 @@ impl RowStore for MemStore {
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         tokio::task::consume_budget().await;
-        validate_batch(&batch, &self.limits)?;
+        validate_batch(&batch, &MEM_LIMITS)?;
         Ok(batch.into_iter().map(|item| self.apply(item)).collect())
     }
 

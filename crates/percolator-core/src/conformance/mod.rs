@@ -90,47 +90,6 @@ pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Clie
         .expect("client")
 }
 
-/// Names of every case, in the order the macro instantiates them (used by `cargo xtask` to
-/// report coverage).
-pub const CASES: &[&str] = &[
-    "store_read_row_versions_and_filters",
-    "store_families_are_separate",
-    "store_scan_ranges_and_limits",
-    "store_conditions",
-    "store_batch_outcomes_are_independent",
-    "store_deletes",
-    "store_invalid_input_rejects_whole_batch",
-    "store_arbitrary_bytes_round_trip",
-    "store_concurrent_conditional_increments",
-    "txn_figure4_transfer",
-    "txn_snapshot_isolation",
-    "txn_write_write_conflict",
-    "txn_snapshot_scan",
-    "txn_run_reruns_whole_closure",
-    "txn_bad_input_writes_nothing",
-    "txn_corrupt_stored_bytes_are_errors",
-    "txn_reader_never_skips_lower_lock",
-    "txn_committed_but_not_durable_is_not_retried",
-    "fault_crash_after_primary_prewrite",
-    "fault_crash_after_all_prewrites",
-    "fault_crash_before_commit_point",
-    "fault_crash_after_commit_point",
-    "fault_crash_after_half_secondaries",
-    "fault_lost_response_to_primary_commit",
-    "fault_lost_response_to_prewrite",
-    "fault_two_cleaners_racing",
-    "fault_cleanup_racing_owner_commit",
-    "fault_late_prewrite_after_rollback",
-    "fault_dead_owner_cleaned_before_ttl",
-    "fault_live_lock_times_out_reader",
-    "fault_heartbeat_keeps_long_commit_alive",
-    "oracle_strictly_increasing_concurrently",
-    "oracle_monotonic_across_restarts",
-    "oracle_survives_lost_answers_and_failed_syncs",
-    "invariant_bank_transfers_with_crashes",
-    "invariant_durable_concurrent_commits",
-];
-
 /// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
 /// The calling crate needs `tokio` (macros, rt-multi-thread) as a dev-dependency.
 #[macro_export]

@@ -590,14 +590,3 @@ impl<S: RowStore> Transaction<S> {
         client.commit_writes(start_ts, writes, commit_hook).await
     }
 }
-
-/// Reads the newest committed value of a cell at the current time (a convenience for tools and
-/// tests: one read-only transaction).
-pub async fn read_latest<S: RowStore>(
-    client: &Client<S>,
-    table: impl AsRef<[u8]>,
-    row: impl AsRef<[u8]>,
-    column: impl AsRef<[u8]>,
-) -> Result<Option<Bytes>> {
-    client.begin().await?.get(table, row, column).await
-}
