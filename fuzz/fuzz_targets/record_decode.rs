@@ -1,10 +1,10 @@
-//! Arbitrary bytes into the lock and write record decoders: errors, never panics; whatever
+//! Arbitrary bytes into the lock, write and notify record decoders: errors, never panics; whatever
 //! decodes re-encodes identically.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use percolator_core::records::{LockRecord, WriteRecord};
+use percolator_core::records::{LockRecord, NotifyRecord, WriteRecord};
 
 fuzz_target!(|data: &[u8]| {
     let bytes = Bytes::copy_from_slice(data);
@@ -13,5 +13,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(write) = WriteRecord::decode(&bytes) {
         assert_eq!(write.encode(), bytes);
+    }
+    if let Ok(notify) = NotifyRecord::decode(&bytes) {
+        assert_eq!(notify.encode(), bytes);
     }
 });

@@ -25,3 +25,4 @@ impl StoreFactory for MemFactory {
 }
 
 percolator_core::conformance_tests!(MemFactory);
+percolator_observers::observer_conformance_tests!(MemFactory);

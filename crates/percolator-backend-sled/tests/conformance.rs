@@ -47,3 +47,4 @@ impl StoreFactory for SledFactory {
 }
 
 percolator_core::conformance_tests!(SledFactory::default());
+percolator_observers::observer_conformance_tests!(SledFactory::default());

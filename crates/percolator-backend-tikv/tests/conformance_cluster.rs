@@ -42,3 +42,4 @@ impl StoreFactory for ClusterFactory {
 }
 
 percolator_core::conformance_tests!(ClusterFactory);
+percolator_observers::observer_conformance_tests!(ClusterFactory);

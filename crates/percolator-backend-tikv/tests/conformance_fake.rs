@@ -27,3 +27,4 @@ impl StoreFactory for FakeTikvFactory {
 }
 
 percolator_core::conformance_tests!(FakeTikvFactory);
+percolator_observers::observer_conformance_tests!(FakeTikvFactory);

@@ -152,6 +152,10 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
+    /// Application code running inside a transaction (an observer, a workload) gave up; the
+    /// transaction is not committed. Not retryable.
+    #[error("application error: {0}")]
+    Application(String),
 }
 
 impl From<StoreError> for Error {

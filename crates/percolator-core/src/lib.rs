@@ -2,7 +2,8 @@
 //!
 //! Google's Percolator (OSDI 2010) over any Bigtable-like store: snapshot-isolation, cross-row,
 //! cross-table transactions built from single-row conditional mutations, a persistent timestamp
-//! oracle, lazy lock resolution, and (in `percolator-observers`) notifications.
+//! oracle, lazy lock resolution, and the notification primitives that `percolator-observers`
+//! builds its worker runtime on.
 //!
 //! Layers, bottom up:
 //! - [`key`]: order-preserving, unambiguous byte encoding of `(table, row, column, ts)`;
@@ -11,7 +12,8 @@
 //! - [`records`]: the lock and write records the protocol stores;
 //! - [`oracle`]: [`TimestampOracle`] and the store-persisted [`LocalOracle`];
 //! - [`liveness`]: worker leases used by lock resolution;
-//! - [`txn`]: [`Client`], [`Transaction`], the commit protocol and lock resolution;
+//! - [`txn`]: [`Client`], [`Transaction`], the commit protocol, lock resolution and the
+//!   notification primitives observers are built on;
 //! - `conformance` (feature `conformance`): the suite every backend runs.
 //!
 //! Core never depends on a backend; transactions are generic over [`RowStore`].
@@ -37,6 +39,7 @@ pub use store::{
     RowMutation, RowStore, Scan, StoreLimits, TsRange,
 };
 pub use txn::{
-    Client, ClientBuilder, CommitHook, CommitInfo, CommitStep, HookAction, ScanItem, Transaction,
-    TxnConfig, TxnStatus,
+    ClearOutcome, Client, ClientBuilder, CommitHook, CommitInfo, CommitStep, HookAction,
+    NotificationKind, NotifyRow, NotifyVersion, ObservedColumn, ScanItem, Transaction, TxnConfig,
+    TxnStatus, Versioned,
 };

@@ -7,7 +7,12 @@
 //!   says whether it is a put, a delete, or a **rollback** marker (at the aborted start_ts itself)
 //!   that forbids a late prewrite of that transaction from ever succeeding.
 //!
-//! Both are versioned, hand-rolled binary formats: tiny, no serde, and decoding arbitrary bytes
+//! - A **notify record** (`c:notify` at a timestamp) says that the cell changed and observers
+//!   should run. Written by a transaction during prewrite it names the writer's primary, so that
+//!   a notification is only consumed by an observer whose snapshot includes the writer's commit
+//!   (see `txn::notify`); written directly it names no writer.
+//!
+//! All are versioned, hand-rolled binary formats: tiny, no serde, and decoding arbitrary bytes
 //! returns [`Error::Corrupt`] instead of panicking.
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -16,6 +21,7 @@ use crate::error::{Error, Result};
 
 const LOCK_FORMAT: u8 = 1;
 const WRITE_FORMAT: u8 = 1;
+const NOTIFY_FORMAT: u8 = 1;
 
 /// What a transaction does to a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,6 +175,55 @@ impl WriteRecord {
     }
 }
 
+/// Contents of a `c:notify` cell (the timestamp is the cell's version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyRecord {
+    /// The primary cell of the transaction that wrote the notification (its start_ts is the
+    /// notify cell's version), or `None` for a notification written outside a transaction or by
+    /// a transaction without writes.
+    pub writer: Option<CellAddr>,
+}
+
+impl NotifyRecord {
+    /// Serializes the record.
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(2);
+        out.put_u8(NOTIFY_FORMAT);
+        match &self.writer {
+            None => out.put_u8(0),
+            Some(p) => {
+                out.put_u8(1);
+                for part in [&p.table, &p.row, &p.column] {
+                    out.put_u32_le(u32::try_from(part.len()).unwrap_or(u32::MAX));
+                    out.put_slice(part);
+                }
+            }
+        }
+        out.freeze()
+    }
+
+    /// Parses bytes written by [`NotifyRecord::encode`].
+    pub fn decode(bytes: &Bytes) -> Result<Self> {
+        let mut r = Reader { bytes, pos: 0 };
+        let format = r.u8()?;
+        if format != NOTIFY_FORMAT {
+            return Err(Error::Corrupt(format!("unknown notify format {format}")));
+        }
+        let writer = match r.u8()? {
+            0 => None,
+            1 => {
+                let table = r.slice()?;
+                let row = r.slice()?;
+                let column = r.slice()?;
+                Some(CellAddr { table, row, column })
+            }
+            other => return Err(Error::Corrupt(format!("unknown notify writer tag {other}"))),
+        };
+        r.finish("notify record")?;
+        Ok(Self { writer })
+    }
+}
+
 struct Reader<'a> {
     bytes: &'a Bytes,
     pos: usize,
@@ -276,12 +331,28 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn notify_round_trip() {
+        for writer in [
+            None,
+            Some(CellAddr::new(&b"t"[..], &b""[..], &b"\x00c"[..])),
+        ] {
+            let n = NotifyRecord { writer };
+            assert_eq!(NotifyRecord::decode(&n.encode()).unwrap(), n);
+        }
+        assert!(matches!(
+            NotifyRecord::decode(&Bytes::from_static(&[1, 7])),
+            Err(Error::Corrupt(_))
+        ));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
             let b = Bytes::from(b);
             let _ = LockRecord::decode(&b);
             let _ = WriteRecord::decode(&b);
+            let _ = NotifyRecord::decode(&b);
         }
     }
 }

@@ -31,21 +31,15 @@ pub enum Family {
     Lock,
     /// Write records (commit or rollback), at the commit timestamp (`c:write`).
     Write,
-    /// Dirty-column notifications, scanned by observer workers (`c:notify`).
+    /// Dirty-column notifications, scanned by observer workers (`c:notify`). (The paper's
+    /// `c:ack_O` columns are ordinary transactional cells under a reserved column name, see
+    /// [`crate::tables::ack_column`]: an observer's ack must conflict like any write.)
     Notify,
-    /// Per-observer acknowledgements of processed notifications (`c:ack_O`).
-    Ack,
 }
 
 impl Family {
     /// Every family, in index order.
-    pub const ALL: [Family; 5] = [
-        Family::Data,
-        Family::Lock,
-        Family::Write,
-        Family::Notify,
-        Family::Ack,
-    ];
+    pub const ALL: [Family; 4] = [Family::Data, Family::Lock, Family::Write, Family::Notify];
 
     /// Dense index `0..ALL.len()`, for backends that keep one structure per family.
     pub const fn index(self) -> usize {
@@ -59,7 +53,6 @@ impl Family {
             Family::Lock => "lock",
             Family::Write => "write",
             Family::Notify => "notify",
-            Family::Ack => "ack",
         }
     }
 }

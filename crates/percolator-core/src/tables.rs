@@ -1,5 +1,6 @@
-//! Reserved tables that Percolator itself keeps in the store, and the check that keeps user
-//! transactions out of them.
+//! Reserved names: the tables Percolator itself keeps in the store (oracle, worker leases) and
+//! the per-row columns it keeps in user tables (observer acks), with the checks that keep
+//! application transactions out of them.
 
 use crate::error::{Error, Result};
 
@@ -25,4 +26,59 @@ pub fn check_user_table(table: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Prefix of column names reserved for Percolator's own per-row bookkeeping (the observers'
+/// acknowledgement columns). Application transactions may not write such columns, and scans of
+/// all columns leave them out.
+pub const RESERVED_COLUMN_PREFIX: &[u8] = b"\xff\xff__percolator/";
+
+/// Whether `column` is reserved (see [`RESERVED_COLUMN_PREFIX`]).
+pub fn is_reserved_column(column: &[u8]) -> bool {
+    column.starts_with(RESERVED_COLUMN_PREFIX)
+}
+
+/// Errors unless application transactions may write `column`.
+pub fn check_user_column(column: &[u8]) -> Result<()> {
+    if is_reserved_column(column) {
+        return Err(Error::InvalidInput(format!(
+            "column {:?} uses the reserved prefix {:?}",
+            String::from_utf8_lossy(column),
+            String::from_utf8_lossy(RESERVED_COLUMN_PREFIX)
+        )));
+    }
+    Ok(())
+}
+
+/// The acknowledgement column of observer `observer` for the observed `column` (the paper's
+/// `c:ack_O`): a transactional cell in the observed row holding the start timestamp of the
+/// observer's last run. Unambiguous for any observer name and column bytes.
+pub fn ack_column(observer: &str, column: &[u8]) -> bytes::Bytes {
+    let name = observer.as_bytes();
+    let mut out = Vec::with_capacity(RESERVED_COLUMN_PREFIX.len() + 6 + name.len() + column.len());
+    out.extend_from_slice(RESERVED_COLUMN_PREFIX);
+    out.extend_from_slice(b"ack/");
+    // Names are short; a longer one is cut at the length field's limit, still unambiguous
+    // because the length written is the length kept.
+    let kept = &name[..name.len().min(usize::from(u16::MAX))];
+    out.extend_from_slice(&u16::try_from(kept.len()).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(kept);
+    out.extend_from_slice(column);
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_columns_are_reserved_and_distinct() {
+        let a = ack_column("o", b"ab");
+        let b = ack_column("oa", b"b");
+        assert_ne!(a, b);
+        assert!(is_reserved_column(&a));
+        assert!(check_user_column(&a).is_err());
+        assert!(check_user_column(b"plain").is_ok());
+        assert!(check_user_column(b"\xff\xff").is_ok());
+    }
 }

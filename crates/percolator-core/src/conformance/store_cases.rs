@@ -498,7 +498,7 @@ pub async fn conditions<F: StoreFactory>(factory: &F) {
                 ],
                 vec![
                     put(Family::Data, column.as_bytes(), 1, b"x"),
-                    put(Family::Ack, column.as_bytes(), 1, b"y"),
+                    put(Family::Notify, column.as_bytes(), 1, b"y"),
                 ],
             )],
         )
@@ -520,7 +520,7 @@ pub async fn conditions<F: StoreFactory>(factory: &F) {
             &*store,
             b"t",
             b"r",
-            FamilyRead::all(Family::Ack).columns(Columns::one(b(column.as_bytes()))),
+            FamilyRead::all(Family::Notify).columns(Columns::one(b(column.as_bytes()))),
         )
         .await;
         assert_eq!(

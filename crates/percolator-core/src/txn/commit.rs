@@ -11,18 +11,24 @@
 //! 4. **Commit the secondaries** in one batch. Failures here do not matter: readers roll the
 //!    remaining locks forward through the primary.
 //!
+//! Notifications (paper §2.4) ride on the prewrite: a row mutation that writes a strongly
+//! observed column also writes its notify cell, and the transaction's weak notifications go into
+//! the prewrite of their row (or, for rows the transaction does not write, into one more batch
+//! before the commit timestamp is taken). So no crash after the commit point can lose one; a
+//! notification of a transaction that then aborts only makes an observer look and find nothing.
+//!
 //! While the commit runs, a heartbeat refreshes the wall time in the primary lock so that a
 //! long commit is not mistaken for a dead one. Every step boundary is a [`CommitStep`] at which a
 //! test hook may stop the commit as if the process had died there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result, StoreError};
 use crate::liveness::now_ms;
-use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::records::{CellAddr, LockRecord, NotifyRecord, WriteKind, WriteRecord};
 use crate::store::{
     Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowMutation, RowStore, TsRange,
 };
@@ -31,11 +37,12 @@ use super::layout::{self, ColumnWrite, PrewriteConflict};
 use super::resolve::TxnStatus;
 use super::{Client, CommitHook, CommitInfo, CommitStep, HookAction};
 
-/// Buffered writes of one row.
+/// Buffered writes of one row, and the notify cells its prewrite sets.
 struct RowWrites {
     table: Bytes,
     row: Bytes,
     columns: Vec<ColumnWrite>,
+    notify: Vec<Bytes>,
 }
 
 impl RowWrites {
@@ -95,23 +102,50 @@ impl<S: RowStore> Client<S> {
         &self,
         start_ts: u64,
         writes: BTreeMap<CellAddr, Option<Bytes>>,
+        mut notifies: BTreeSet<CellAddr>,
         hook: Option<Arc<dyn CommitHook>>,
     ) -> Result<CommitInfo> {
         let cells = writes.len();
         let mut rows: Vec<RowWrites> = Vec::new();
         for (addr, value) in writes {
+            let observed = self.inner.is_strongly_observed(&addr.table, &addr.column);
+            if observed || notifies.contains(&addr) {
+                notifies.remove(&addr);
+            }
             match rows.last_mut() {
                 Some(last) if last.table == addr.table && last.row == addr.row => {
+                    if observed {
+                        last.notify.push(addr.column.clone());
+                    }
                     last.columns.push((addr.column, value));
                 }
                 _ => rows.push(RowWrites {
+                    notify: if observed {
+                        vec![addr.column.clone()]
+                    } else {
+                        Vec::new()
+                    },
                     table: addr.table,
                     row: addr.row,
                     columns: vec![(addr.column, value)],
                 }),
             }
         }
+        // Weak notifications on rows this transaction writes go into that row's prewrite.
+        let mut notify_only: Vec<CellAddr> = Vec::new();
+        for addr in notifies {
+            match rows
+                .iter_mut()
+                .find(|r| r.table == addr.table && r.row == addr.row)
+            {
+                Some(row) => row.notify.push(addr.column),
+                None => notify_only.push(addr),
+            }
+        }
         let Some(primary_row) = rows.first() else {
+            // Nothing written: the notifications need no writer to wait for.
+            self.write_notifications(&notify_only, start_ts, &NotifyRecord { writer: None })
+                .await?;
             return Ok(CommitInfo {
                 start_ts,
                 commit_ts: None,
@@ -121,11 +155,11 @@ impl<S: RowStore> Client<S> {
         };
         let row_count = rows.len();
         let max_rows = self.inner.store.limits().max_batch_rows;
-        if row_count > max_rows {
+        if row_count > max_rows || notify_only.len() > max_rows {
             // Checked before anything is locked: the secondary batches could not be sent.
             return Err(Error::TooLarge {
-                what: "rows written by one transaction",
-                size: row_count,
+                what: "rows written or notified by one transaction",
+                size: row_count.max(notify_only.len()),
                 limit: max_rows,
             });
         }
@@ -141,10 +175,22 @@ impl<S: RowStore> Client<S> {
             wall_ms: now_ms(),
             ttl_ms: u64::try_from(self.config().lock_ttl.as_millis()).unwrap_or(u64::MAX),
         };
+        let notify_record = NotifyRecord {
+            writer: Some(primary.clone()),
+        };
+        let notify_value = notify_record.encode();
         let hook = hook.as_ref();
 
         checkpoint(hook, CommitStep::BeforePrewrite, start_ts).await?;
-        self.prewrite_rows(&rows[..1], start_ts, &lock).await?;
+        if let Err(e) = self
+            .prewrite_rows(&rows[..1], start_ts, &lock, &notify_value)
+            .await
+        {
+            if matches!(e, Error::Conflict { .. }) {
+                self.inner.metrics.conflicted();
+            }
+            return Err(e);
+        }
         checkpoint(hook, CommitStep::AfterPrimaryPrewrite, start_ts).await?;
         let primary_lock = LockRecord {
             kind: if primary_row.columns[0].1.is_some() {
@@ -155,9 +201,21 @@ impl<S: RowStore> Client<S> {
             ..lock.clone()
         };
         let heartbeat = self.spawn_heartbeat(primary.clone(), start_ts, primary_lock);
-        if let Err(e) = self.prewrite_rows(&rows[1..], start_ts, &lock).await {
+        if let Err(e) = self
+            .prewrite_rows(&rows[1..], start_ts, &lock, &notify_value)
+            .await
+        {
             self.abort_prewritten(&rows, start_ts).await;
-            self.inner.metrics.conflicted();
+            if matches!(e, Error::Conflict { .. }) {
+                self.inner.metrics.conflicted();
+            }
+            return Err(e);
+        }
+        if let Err(e) = self
+            .write_notifications(&notify_only, start_ts, &notify_record)
+            .await
+        {
+            self.abort_prewritten(&rows, start_ts).await;
             return Err(e);
         }
         checkpoint(hook, CommitStep::AfterPrewrites, start_ts).await?;
@@ -200,13 +258,14 @@ impl<S: RowStore> Client<S> {
         rows: &[RowWrites],
         start_ts: u64,
         lock: &LockRecord,
+        notify_value: &Bytes,
     ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
         let batch: Vec<RowMutation> = rows
             .iter()
-            .map(|r| layout::prewrite(&r.table, &r.row, &r.columns, start_ts, lock))
+            .map(|r| prewrite_of(r, start_ts, lock, notify_value))
             .collect();
         let outcomes = match self.inner.store.mutate_rows(batch).await {
             Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
@@ -216,7 +275,8 @@ impl<S: RowStore> Client<S> {
         };
         for (row, outcome) in rows.iter().zip(outcomes) {
             if outcome != Some(MutationOutcome::Applied) {
-                self.settle_prewrite(row, start_ts, lock, outcome).await?;
+                self.settle_prewrite(row, start_ts, lock, notify_value, outcome)
+                    .await?;
             }
         }
         Ok(())
@@ -228,6 +288,7 @@ impl<S: RowStore> Client<S> {
         row: &RowWrites,
         start_ts: u64,
         lock: &LockRecord,
+        notify_value: &Bytes,
         mut outcome: Option<MutationOutcome>,
     ) -> Result<()> {
         for _ in 0..PREWRITE_ATTEMPTS {
@@ -258,13 +319,7 @@ impl<S: RowStore> Client<S> {
                     }
                 }
             }
-            let batch = vec![layout::prewrite(
-                &row.table,
-                &row.row,
-                &row.columns,
-                start_ts,
-                lock,
-            )];
+            let batch = vec![prewrite_of(row, start_ts, lock, notify_value)];
             outcome = match self.inner.store.mutate_rows(batch).await {
                 Ok(o) => o.first().copied(),
                 Err(StoreError::Unavailable(_)) => None,
@@ -283,6 +338,31 @@ impl<S: RowStore> Client<S> {
                 "prewrite outcome unknown after retries".into(),
             ))),
         }
+    }
+
+    /// Writes notify cells at `ts` on rows the transaction does not otherwise write. The puts are
+    /// unconditional and idempotent, so an unknown outcome is simply sent again.
+    async fn write_notifications(
+        &self,
+        addrs: &[CellAddr],
+        ts: u64,
+        record: &NotifyRecord,
+    ) -> Result<()> {
+        if addrs.is_empty() {
+            return Ok(());
+        }
+        let batch = layout::notify_rows(addrs, ts, &record.encode());
+        let mut last_error = None;
+        for _ in 0..AMBIGUOUS_ATTEMPTS {
+            match self.inner.store.mutate_rows(batch.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(e @ StoreError::Unavailable(_)) => last_error = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Store(last_error.unwrap_or_else(|| {
+            StoreError::Unavailable("notification writes kept failing".into())
+        })))
     }
 
     /// Whether the first column of `row` carries our lock (an ambiguous prewrite applied).
@@ -471,4 +551,21 @@ impl<S: RowStore> Client<S> {
             }
         }))
     }
+}
+
+fn prewrite_of(
+    row: &RowWrites,
+    start_ts: u64,
+    lock: &LockRecord,
+    notify_value: &Bytes,
+) -> RowMutation {
+    layout::prewrite(
+        &row.table,
+        &row.row,
+        &row.columns,
+        &row.notify,
+        notify_value,
+        start_ts,
+        lock,
+    )
 }

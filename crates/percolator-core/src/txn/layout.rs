@@ -19,13 +19,17 @@ pub(crate) enum PrewriteConflict {
 }
 
 /// Prewrite of every buffered column of one row: for each column, no write record at or after
-/// `start_ts` and no lock at any timestamp; then data at `start_ts` (for puts) and the lock.
+/// `start_ts` and no lock at any timestamp; then data at `start_ts` (for puts) and the lock; and
+/// a notify cell at `start_ts` for each column in `notify` (observed columns written here, weak
+/// notifications of this row), in the same atomic row mutation.
 ///
 /// Conditions come in pairs per column: `2 * i` is the write check, `2 * i + 1` the lock check.
 pub(crate) fn prewrite(
     table: &Bytes,
     row: &Bytes,
     columns: &[ColumnWrite],
+    notify: &[Bytes],
+    notify_value: &Bytes,
     start_ts: u64,
     lock: &LockRecord,
 ) -> RowMutation {
@@ -65,11 +69,62 @@ pub(crate) fn prewrite(
             value: record.encode(),
         });
     }
+    for column in notify {
+        mutations.push(Mutation::Put {
+            family: Family::Notify,
+            column: column.clone(),
+            ts: start_ts,
+            value: notify_value.clone(),
+        });
+    }
     RowMutation {
         table: table.clone(),
         row: row.clone(),
         conditions,
         mutations,
+    }
+}
+
+/// Unconditional notify cells at `ts`, one row mutation per row of `addrs` (sorted).
+pub(crate) fn notify_rows(addrs: &[CellAddr], ts: u64, value: &Bytes) -> Vec<RowMutation> {
+    let mut out: Vec<RowMutation> = Vec::new();
+    for addr in addrs {
+        let put = Mutation::Put {
+            family: Family::Notify,
+            column: addr.column.clone(),
+            ts,
+            value: value.clone(),
+        };
+        match out.last_mut() {
+            Some(last) if last.table == addr.table && last.row == addr.row => {
+                last.mutations.push(put);
+            }
+            _ => out.push(RowMutation {
+                table: addr.table.clone(),
+                row: addr.row.clone(),
+                conditions: Vec::new(),
+                mutations: vec![put],
+            }),
+        }
+    }
+    out
+}
+
+/// Deletes exactly the listed notify versions of one column (a consumed notification); versions
+/// written meanwhile are untouched.
+pub(crate) fn clear_notify(addr: &CellAddr, versions: &[u64]) -> RowMutation {
+    RowMutation {
+        table: addr.table.clone(),
+        row: addr.row.clone(),
+        conditions: Vec::new(),
+        mutations: versions
+            .iter()
+            .map(|&ts| Mutation::Delete {
+                family: Family::Notify,
+                column: addr.column.clone(),
+                ts,
+            })
+            .collect(),
     }
 }
 

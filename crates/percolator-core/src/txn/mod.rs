@@ -9,15 +9,17 @@
 //!
 //! Submodules, one protocol action each: `layout` (the cells every step touches), `read`
 //! (snapshot get/scan), `commit` (prewrite/commit), `resolve` (lazy lock cleanup), `retry`
-//! (backoff and the run helper).
+//! (backoff and the run helper), `notify` (observed columns, finding and consuming
+//! notifications).
 
 mod commit;
 mod layout;
+mod notify;
 mod read;
 mod resolve;
 mod retry;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use notify::{ClearOutcome, NotificationKind, NotifyRow, NotifyVersion, ObservedColumn};
 pub use resolve::TxnStatus;
 
 use crate::error::Result;
@@ -33,7 +36,7 @@ use crate::liveness::{Liveness, StoreLiveness};
 use crate::oracle::TimestampOracle;
 use crate::records::{CellAddr, LockRecord};
 use crate::store::{self, Columns, Family, FamilyRead, RowStore, Scan};
-use crate::tables::check_user_table;
+use crate::tables::{ack_column, check_user_column, check_user_table, is_reserved_column};
 
 /// Tunables of the transaction layer.
 #[derive(Debug, Clone)]
@@ -123,6 +126,15 @@ pub struct CommitInfo {
     pub cells: usize,
 }
 
+/// A cell as a snapshot sees it, with the commit timestamp of the write that made it so.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Versioned {
+    /// The value (`None`: never written, or deleted).
+    pub value: Option<Bytes>,
+    /// Commit timestamp of the visible put or delete; `None` if the cell was never written.
+    pub commit_ts: Option<u64>,
+}
+
 /// One cell returned by [`Transaction::scan`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanItem {
@@ -205,6 +217,7 @@ pub(crate) struct ClientInner<S: RowStore> {
     pub(crate) config: TxnConfig,
     pub(crate) worker_id: u64,
     pub(crate) metrics: TxnMetrics,
+    pub(crate) observed: notify::ObservedSet,
     commit_hook: Option<Arc<dyn CommitHook>>,
     lease_refresher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -224,9 +237,29 @@ pub struct ClientBuilder<S: RowStore> {
     oracle: Option<Arc<dyn TimestampOracle>>,
     config: TxnConfig,
     commit_hook: Option<Arc<dyn CommitHook>>,
+    observed: notify::ObservedSet,
 }
 
 impl<S: RowStore> ClientBuilder<S> {
+    /// Declares an observed column: commits of this client that write it (strong) set its notify
+    /// cell. Every client that writes observed columns must declare them — the observer runtime
+    /// hands its observers' columns to its own client, and loaders take the same list.
+    pub fn observe(mut self, column: &ObservedColumn) -> Self {
+        self.observed.add(column);
+        self
+    }
+
+    /// [`Self::observe`] for each column.
+    pub fn observe_all<'a>(
+        mut self,
+        columns: impl IntoIterator<Item = &'a ObservedColumn>,
+    ) -> Self {
+        for column in columns {
+            self.observed.add(column);
+        }
+        self
+    }
+
     /// Uses `oracle` instead of the store's process-wide [`crate::oracle::LocalOracle`]
     /// ([`crate::oracle::shared_local_oracle`]).
     pub fn oracle(mut self, oracle: Arc<dyn TimestampOracle>) -> Self {
@@ -275,6 +308,7 @@ impl<S: RowStore> ClientBuilder<S> {
                 config: self.config,
                 worker_id,
                 metrics: TxnMetrics::default(),
+                observed: self.observed,
                 commit_hook: self.commit_hook,
                 lease_refresher: parking_lot::Mutex::new(Some(refresher)),
             }),
@@ -322,6 +356,7 @@ impl<S: RowStore> Client<S> {
             oracle: None,
             config: TxnConfig::default(),
             commit_hook: None,
+            observed: notify::ObservedSet::default(),
         }
     }
 
@@ -362,6 +397,7 @@ impl<S: RowStore> Client<S> {
             client: self.clone(),
             start_ts,
             writes: BTreeMap::new(),
+            notifies: BTreeSet::new(),
             commit_hook: self.inner.commit_hook.clone(),
         })
     }
@@ -435,6 +471,7 @@ pub struct Transaction<S: RowStore> {
     client: Client<S>,
     start_ts: u64,
     writes: BTreeMap<CellAddr, Option<Bytes>>,
+    notifies: BTreeSet<CellAddr>,
     commit_hook: Option<Arc<dyn CommitHook>>,
 }
 
@@ -505,6 +542,75 @@ impl<S: RowStore> Transaction<S> {
         self.client.inner.snapshot_get(&addr, self.start_ts).await
     }
 
+    /// Like [`Self::get`], with the commit timestamp of the visible write. A cell this
+    /// transaction wrote itself reports the snapshot's commit timestamp underneath.
+    pub async fn get_versioned(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<Versioned> {
+        let addr = self.addr(table, row, column)?;
+        let mut seen = self
+            .client
+            .inner
+            .snapshot_get_versioned(&addr, self.start_ts)
+            .await?;
+        if let Some(own) = self.writes.get(&addr) {
+            seen.value = own.clone();
+        }
+        Ok(seen)
+    }
+
+    /// Asks for a weak notification of `table`/`row`/`column`, written with this transaction's
+    /// prewrite (so it survives a crash after the commit point). It conflicts with nothing. A
+    /// transaction without writes writes it at commit.
+    pub fn notify(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let addr = self.addr(table, row, column)?;
+        self.notifies.insert(addr);
+        Ok(())
+    }
+
+    /// The start timestamp of observer `observer`'s last run on `table`/`row`/`column` (its ack
+    /// column), as of this snapshot.
+    pub async fn ack(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        observer: &str,
+        column: impl AsRef<[u8]>,
+    ) -> Result<Option<u64>> {
+        let ack = ack_column(observer, column.as_ref());
+        let Some(bytes) = self.get(table, row, &ack).await? else {
+            return Ok(None);
+        };
+        let raw: [u8; 8] = bytes.as_ref().try_into().map_err(|_| {
+            crate::Error::Corrupt(format!("ack column holds {} bytes, not 8", bytes.len()))
+        })?;
+        Ok(Some(u64::from_be_bytes(raw)))
+    }
+
+    /// Records that observer `observer` ran on `table`/`row`/`column` at this transaction's start
+    /// timestamp. Two runs for one change both write this cell, so at most one commits.
+    pub fn set_ack(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        observer: &str,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let ack = ack_column(observer, column.as_ref());
+        let addr = self.addr(table, row, &ack)?;
+        let value = Bytes::copy_from_slice(&self.start_ts.to_be_bytes());
+        self.writes.insert(addr, Some(value));
+        Ok(())
+    }
+
     /// Buffers a write. Size limits are checked now, so an oversize value fails here, before
     /// anything is locked.
     pub fn set(
@@ -514,6 +620,7 @@ impl<S: RowStore> Transaction<S> {
         column: impl AsRef<[u8]>,
         value: impl Into<Bytes>,
     ) -> Result<()> {
+        check_user_column(column.as_ref())?;
         let addr = self.addr(table, row, column)?;
         let value = value.into();
         let limits = self.client.inner.store.limits();
@@ -529,13 +636,15 @@ impl<S: RowStore> Transaction<S> {
         row: impl AsRef<[u8]>,
         column: impl AsRef<[u8]>,
     ) -> Result<()> {
+        check_user_column(column.as_ref())?;
         let addr = self.addr(table, row, column)?;
         self.writes.insert(addr, None);
         Ok(())
     }
 
     /// Every visible cell of `table` with a row in `rows`, restricted to `columns`, ordered by
-    /// row then column; includes this transaction's own writes.
+    /// row then column; includes this transaction's own writes. [`Columns::All`] leaves out
+    /// Percolator's reserved columns (observer acks).
     pub async fn scan<B: AsRef<[u8]>>(
         &self,
         table: impl AsRef<[u8]>,
@@ -572,8 +681,10 @@ impl<S: RowStore> Transaction<S> {
                 }
             }
         }
+        let all = matches!(columns, Columns::All);
         Ok(merged
             .into_iter()
+            .filter(|((_, column), _)| !(all && is_reserved_column(column)))
             .map(|((row, column), value)| ScanItem { row, column, value })
             .collect())
     }
@@ -585,8 +696,11 @@ impl<S: RowStore> Transaction<S> {
             client,
             start_ts,
             writes,
+            notifies,
             commit_hook,
         } = self;
-        client.commit_writes(start_ts, writes, commit_hook).await
+        client
+            .commit_writes(start_ts, writes, notifies, commit_hook)
+            .await
     }
 }

@@ -19,7 +19,7 @@ use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
 use crate::store::{Cell, Columns, Family, FamilyRead, ReadRow, RowStore, Scan, TsRange};
 
 use super::retry::Backoff;
-use super::{ClientInner, ScanItem};
+use super::{ClientInner, ScanItem, Versioned};
 
 /// Newest write records read per column before falling back to all versions (rollback records
 /// of other transactions can hide the newest committed one).
@@ -32,6 +32,16 @@ impl<S: RowStore> ClientInner<S> {
         addr: &CellAddr,
         read_ts: u64,
     ) -> Result<Option<Bytes>> {
+        Ok(self.snapshot_get_versioned(addr, read_ts).await?.value)
+    }
+
+    /// Like [`Self::snapshot_get`], with the commit timestamp of the visible write (a put or a
+    /// delete; `None` if the cell was never written).
+    pub(crate) async fn snapshot_get_versioned(
+        &self,
+        addr: &CellAddr,
+        read_ts: u64,
+    ) -> Result<Versioned> {
         let started = Instant::now();
         let mut backoff = Backoff::new(&self.config);
         let columns = Columns::one(addr.column.clone());
@@ -99,21 +109,31 @@ impl<S: RowStore> ClientInner<S> {
         addr: &CellAddr,
         writes: &[Cell],
         data: &[Cell],
-    ) -> Result<Option<Bytes>> {
+    ) -> Result<Versioned> {
         for cell in writes {
             let record = WriteRecord::decode(&cell.value)?;
+            let commit_ts = Some(cell.ts);
             match record.kind {
                 WriteKind::Rollback => continue,
-                WriteKind::Delete => return Ok(None),
+                WriteKind::Delete => {
+                    return Ok(Versioned {
+                        value: None,
+                        commit_ts,
+                    });
+                }
                 WriteKind::Put => {
-                    if let Some(d) = data.iter().find(|d| d.ts == record.start_ts) {
-                        return Ok(Some(d.value.clone()));
-                    }
-                    return self.read_data(addr, record.start_ts).await.map(Some);
+                    let value = match data.iter().find(|d| d.ts == record.start_ts) {
+                        Some(d) => d.value.clone(),
+                        None => self.read_data(addr, record.start_ts).await?,
+                    };
+                    return Ok(Versioned {
+                        value: Some(value),
+                        commit_ts,
+                    });
                 }
             }
         }
-        Ok(None)
+        Ok(Versioned::default())
     }
 
     async fn read_data(&self, addr: &CellAddr, data_ts: u64) -> Result<Bytes> {

@@ -1,0 +1,93 @@
+//! Opening the backend chosen by cargo feature and `--backend`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::ValueEnum;
+
+use crate::{Cli, CliError, dispatch};
+
+/// The backends compiled into this binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// Embedded, persistent (sled), in `--db`.
+    #[cfg(feature = "sled")]
+    Sled,
+    /// In memory: gone when the process ends.
+    #[cfg(feature = "mem")]
+    Mem,
+    /// A TiKV cluster reached through `--pd`.
+    #[cfg(feature = "tikv")]
+    Tikv,
+}
+
+impl Default for Backend {
+    #[allow(unreachable_code)]
+    fn default() -> Self {
+        #[cfg(feature = "sled")]
+        return Backend::Sled;
+        #[cfg(feature = "mem")]
+        return Backend::Mem;
+        #[cfg(feature = "tikv")]
+        return Backend::Tikv;
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => f.write_str("?"),
+        }
+    }
+}
+
+/// Opens the store and runs the command.
+pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
+    match cli.backend {
+        #[cfg(feature = "sled")]
+        Backend::Sled => {
+            let store = open_sled(&cli.db).await?;
+            dispatch(Arc::new(store), None, cli).await
+        }
+        #[cfg(feature = "mem")]
+        Backend::Mem => {
+            dispatch(Arc::new(percolator_backend_mem::MemStore::new()), None, cli).await
+        }
+        #[cfg(feature = "tikv")]
+        Backend::Tikv => {
+            use percolator_backend_tikv::{PdOracle, TikvConfig, TikvStore};
+            if cli.pd.is_empty() {
+                return Err("the tikv backend needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
+            }
+            let store =
+                TikvStore::connect(&TikvConfig::new(cli.pd.clone()), cli.namespace.as_bytes())
+                    .await?;
+            let oracle: Arc<dyn percolator_core::TimestampOracle> =
+                Arc::new(PdOracle::new(Arc::clone(store.api())));
+            dispatch(Arc::new(store), Some(oracle), cli).await
+        }
+    }
+}
+
+/// Opens sled, waiting briefly for the file lock of a process that is just exiting.
+#[cfg(feature = "sled")]
+async fn open_sled(path: &std::path::Path) -> Result<percolator_backend_sled::SledStore, CliError> {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match percolator_backend_sled::SledStore::open(path) {
+            Ok(store) => return Ok(store),
+            Err(e)
+                if Instant::now() < deadline
+                    && format!("{e:?}").contains("could not acquire lock") =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(format!("cannot open {}: {e}", path.display()).into()),
+        }
+    }
+}
+
+#[cfg(not(any(feature = "sled", feature = "mem", feature = "tikv")))]
+compile_error!("the percolator binary needs at least one backend feature: sled, mem or tikv");

@@ -1,0 +1,64 @@
+//! Progress bars and summary tables.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A progress bar over `len` items (a spinner when `len` is unknown). Hidden when stderr is not
+/// a terminal, so logs and CI output stay clean.
+pub fn bar(len: Option<u64>, what: &str) -> ProgressBar {
+    let bar = match len {
+        Some(len) => ProgressBar::new(len).with_style(
+            ProgressStyle::with_template(
+                "{msg:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg:>10} [{elapsed_precise}] {pos} ({per_sec}) {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_message(what.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// A two-column markdown table.
+pub fn table(title: &str, rows: &[(&str, String)]) -> String {
+    let key = rows
+        .iter()
+        .map(|(k, _)| k.len())
+        .max()
+        .unwrap_or(0)
+        .max(title.len());
+    let val = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0).max(5);
+    let mut out = format!(
+        "| {title:<key$} | {:>val$} |\n|{}|{}:|\n",
+        "value",
+        "-".repeat(key + 2),
+        "-".repeat(val + 1)
+    );
+    for (k, v) in rows {
+        out.push_str(&format!("| {k:<key$} | {v:>val$} |\n"));
+    }
+    out
+}
+
+/// Milliseconds with one decimal.
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Escapes bytes for display, cut to `max` characters.
+pub fn show(bytes: &[u8], max: usize) -> String {
+    let s: String = bytes.escape_ascii().to_string();
+    if s.chars().count() > max {
+        let cut: String = s.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        s
+    }
+}

@@ -1,0 +1,153 @@
+//! The [`Observer`] trait and the [`Observers`] registry a binary builds in `main`.
+//!
+//! An observer is application code that runs inside a transaction when a column changes (paper
+//! §2.4). It is registered for one column with a [`NotificationKind`]:
+//! - **strong**: every commit that writes the column sets its notify cell during prewrite; the
+//!   runtime keeps an ack column per observer, so at most one observer transaction commits per
+//!   change (several changes may collapse into one run);
+//! - **weak**: only explicit notifications trigger it; it may run more than once per change.
+//!
+//! Observers are generic over the store, like everything above the `RowStore` trait.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use percolator_core::{NotificationKind, ObservedColumn, Result, RowStore, Transaction};
+
+/// What changed, as the observer's snapshot sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Table of the observed cell.
+    pub table: Bytes,
+    /// Row of the observed cell.
+    pub row: Bytes,
+    /// The observed column.
+    pub column: Bytes,
+    /// The column's value at the snapshot (`None`: deleted or never written).
+    pub value: Option<Bytes>,
+    /// Commit timestamp of that value's write (`None`: never written).
+    pub commit_ts: Option<u64>,
+    /// How many notify versions were pending when the run started (more than one: collapsed).
+    pub notifications: usize,
+}
+
+/// Application code run when an observed column changes.
+#[async_trait]
+pub trait Observer<S: RowStore>: Send + Sync + 'static {
+    /// A stable, unique name: it names the observer's ack column, so renaming an observer makes
+    /// it see every change again.
+    fn name(&self) -> &str;
+
+    /// The column this observer watches, and how.
+    fn observed(&self) -> ObservedColumn;
+
+    /// Reacts to `change` inside `txn` (snapshot at `txn.start_ts()`). The runtime commits the
+    /// transaction afterwards (with the ack, for strong observers) and retries the whole run on
+    /// conflicts, so this must not have effects outside the transaction.
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()>;
+
+    /// Called after a run of this observer committed (instrumentation: freshness probes,
+    /// progress). Not called for runs that found the change already acknowledged.
+    fn committed(&self, _change: &Change) {}
+}
+
+/// The observers of one worker, constructed explicitly in the binary's `main`.
+pub struct Observers<S: RowStore> {
+    list: Vec<Arc<dyn Observer<S>>>,
+    by_column: HashMap<(Bytes, Bytes), Vec<Arc<dyn Observer<S>>>>,
+}
+
+impl<S: RowStore> Default for Observers<S> {
+    fn default() -> Self {
+        Self {
+            list: Vec::new(),
+            by_column: HashMap::new(),
+        }
+    }
+}
+
+impl<S: RowStore> std::fmt::Debug for Observers<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list.iter().map(|o| o.name().to_owned()))
+            .finish()
+    }
+}
+
+impl<S: RowStore> Observers<S> {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `observer`. Errors if another observer already uses its name.
+    pub fn register(&mut self, observer: impl Observer<S>) -> Result<&mut Self> {
+        self.register_arc(Arc::new(observer))
+    }
+
+    /// Registers a shared observer.
+    pub fn register_arc(&mut self, observer: Arc<dyn Observer<S>>) -> Result<&mut Self> {
+        if self.list.iter().any(|o| o.name() == observer.name()) {
+            return Err(percolator_core::Error::InvalidInput(format!(
+                "two observers are named {:?}",
+                observer.name()
+            )));
+        }
+        let observed = observer.observed();
+        percolator_core::tables::check_user_table(&observed.table)?;
+        self.by_column
+            .entry((observed.table, observed.column))
+            .or_default()
+            .push(Arc::clone(&observer));
+        self.list.push(observer);
+        Ok(self)
+    }
+
+    /// Every observed column: hand these to every client that writes them
+    /// ([`percolator_core::ClientBuilder::observe_all`]).
+    pub fn observed_columns(&self) -> Vec<ObservedColumn> {
+        self.list.iter().map(|o| o.observed()).collect()
+    }
+
+    /// The observed tables, each once, sorted.
+    pub fn tables(&self) -> Vec<Bytes> {
+        let mut tables: Vec<Bytes> = self.by_column.keys().map(|(t, _)| t.clone()).collect();
+        tables.sort();
+        tables.dedup();
+        tables
+    }
+
+    /// The observers of `table`/`column`.
+    pub fn of(&self, table: &Bytes, column: &Bytes) -> &[Arc<dyn Observer<S>>] {
+        self.by_column
+            .get(&(table.clone(), column.clone()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `table`/`column` has an observer.
+    pub fn is_observed(&self, table: &Bytes, column: &Bytes) -> bool {
+        !self.of(table, column).is_empty()
+    }
+
+    /// Number of observers.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Names of the observers, in registration order.
+    pub fn names(&self) -> Vec<String> {
+        self.list.iter().map(|o| o.name().to_owned()).collect()
+    }
+}
+
+/// Whether the kind keeps an ack column.
+pub(crate) fn is_strong(kind: NotificationKind) -> bool {
+    kind == NotificationKind::Strong
+}

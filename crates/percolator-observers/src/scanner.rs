@@ -1,0 +1,198 @@
+//! Scanners: find dirty rows by scanning the notify family only (paper §2.4).
+//!
+//! Each scanner starts at a random point of a random observed table, reads a batch of rows with
+//! notifications, hands each row to a run (under the advisory row lock), and moves on, wrapping
+//! from the end of one table to the start of the next. Scanners that bunch up — one reaching
+//! the row another is at — would do the same work in lockstep and serialize on the row locks
+//! (the paper's "bus clumping"); the one that catches up **teleports** to a random row it has
+//! seen before. A sweep of every table that dispatched nothing puts the scanner to sleep, for a
+//! pause that doubles up to `idle_sleep_max`.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use percolator_core::{NotifyRow, RowStore};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::metrics::bump;
+use crate::process::process_row;
+use crate::runtime::Shared;
+
+/// Rows remembered per scanner as teleport destinations.
+const SAMPLE: usize = 256;
+
+struct Sweep {
+    table: usize,
+    start: Bound<Bytes>,
+    tables_since_work: usize,
+    idle_sleep: Duration,
+    sample: Vec<(usize, Bytes)>,
+    seen: u64,
+}
+
+pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
+    let mut rng = StdRng::from_os_rng();
+    let tables = shared.tables.len();
+    let mut sweep = Sweep {
+        table: rng.random_range(0..tables),
+        start: random_start(&mut rng),
+        tables_since_work: 0,
+        idle_sleep: Duration::from_millis(1),
+        sample: Vec::new(),
+        seen: 0,
+    };
+    let batch = shared.config.scan_batch_rows.max(1);
+    while !shared.stop.is_cancelled() {
+        let table = shared.tables[sweep.table].clone();
+        let rows = match shared
+            .client
+            .scan_notifications(&table, sweep.start.clone(), Bound::Unbounded, Some(batch))
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "notify scan failed");
+                sleep_or_stop(&shared, shared.config.idle_sleep_max).await;
+                continue;
+            }
+        };
+        let reached_end = rows.len() < batch;
+        let first = rows.first().map(|r| r.row.clone());
+        let last = rows.last().map(|r| r.row.clone());
+        let mut dispatched = 0;
+        for row in rows {
+            remember(&mut sweep, &mut rng, row.row.clone());
+            if !dispatch(&shared, &table, row).await {
+                if shared.stop.is_cancelled() {
+                    return;
+                }
+                continue;
+            }
+            dispatched += 1;
+        }
+        if let (Some(first), Some(last)) = (&first, &last) {
+            *shared.positions[id].lock() = Some((sweep.table, last.clone()));
+            sweep.start = Bound::Excluded(last.clone());
+            if caught_up(&shared, id, sweep.table, first, last) {
+                teleport(&shared, &mut sweep, &mut rng);
+                continue;
+            }
+        }
+        if dispatched > 0 {
+            sweep.tables_since_work = 0;
+            sweep.idle_sleep = Duration::from_millis(1);
+        }
+        if reached_end {
+            sweep.table = (sweep.table + 1) % tables;
+            sweep.start = Bound::Unbounded;
+            sweep.tables_since_work += 1;
+            if sweep.tables_since_work >= tables {
+                sweep.tables_since_work = 0;
+                sleep_or_stop(&shared, sweep.idle_sleep).await;
+                sweep.idle_sleep = (sweep.idle_sleep * 2).min(shared.config.idle_sleep_max);
+            }
+        }
+    }
+}
+
+/// Starts a run for `row` unless nothing in it is observed or this worker is already on it.
+/// Returns whether a run started.
+async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
+    bump(&shared.metrics.rows_scanned, 1);
+    let observed: u64 = row
+        .columns
+        .iter()
+        .filter(|(c, _)| !shared.observers.is_observed(table, c))
+        .map(|(_, v)| v.len() as u64)
+        .sum();
+    bump(&shared.metrics.unobserved, observed);
+    if row
+        .columns
+        .iter()
+        .all(|(c, _)| !shared.observers.is_observed(table, c))
+    {
+        return false;
+    }
+    let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
+        bump(&shared.metrics.busy_rows, 1);
+        return false;
+    };
+    let permit = tokio::select! {
+        permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
+            Ok(p) => p,
+            Err(_) => return false,
+        },
+        () = shared.stop.cancelled() => return false,
+    };
+    bump(&shared.metrics.started, 1);
+    shared.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+    let run = Arc::clone(shared);
+    let table = table.clone();
+    shared.tracker.spawn(async move {
+        process_row(&run, &table, row).await;
+        drop(guard);
+        drop(permit);
+        run.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    });
+    true
+}
+
+/// Whether another scanner stands on the stretch `[first, last]` of `table` this one just read.
+fn caught_up<S: RowStore>(
+    shared: &Shared<S>,
+    id: usize,
+    table: usize,
+    first: &Bytes,
+    last: &Bytes,
+) -> bool {
+    shared.positions.iter().enumerate().any(|(other, pos)| {
+        other != id
+            && pos
+                .lock()
+                .as_ref()
+                .is_some_and(|(t, row)| *t == table && row >= first && row < last)
+    })
+}
+
+fn teleport<S: RowStore>(shared: &Shared<S>, sweep: &mut Sweep, rng: &mut StdRng) {
+    bump(&shared.metrics.teleports, 1);
+    if sweep.sample.is_empty() {
+        sweep.table = rng.random_range(0..shared.tables.len());
+        sweep.start = random_start(rng);
+    } else {
+        let (table, row) = sweep.sample[rng.random_range(0..sweep.sample.len())].clone();
+        sweep.table = table;
+        sweep.start = Bound::Included(row);
+    }
+}
+
+/// Reservoir sampling of rows seen, as teleport destinations.
+fn remember(sweep: &mut Sweep, rng: &mut StdRng, row: Bytes) {
+    sweep.seen += 1;
+    if sweep.sample.len() < SAMPLE {
+        sweep.sample.push((sweep.table, row));
+    } else {
+        let slot = rng.random_range(0..sweep.seen);
+        if let Some(s) = usize::try_from(slot).ok().filter(|&s| s < SAMPLE) {
+            sweep.sample[s] = (sweep.table, row);
+        }
+    }
+}
+
+/// A random row key to start from (rows before it are reached after wrapping around).
+fn random_start(rng: &mut StdRng) -> Bound<Bytes> {
+    let len = rng.random_range(1..=2);
+    let key: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+    Bound::Included(Bytes::from(key))
+}
+
+async fn sleep_or_stop<S: RowStore>(shared: &Shared<S>, pause: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(pause) => {}
+        () = shared.stop.cancelled() => {}
+    }
+}

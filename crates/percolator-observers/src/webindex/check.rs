@@ -1,0 +1,243 @@
+//! The web index's invariants, checked in one snapshot whenever no notification is pending:
+//!
+//! 1. every document with a content hash is a member of exactly the cluster of that hash, and
+//!    its `cluster` bookkeeping says so; every membership row belongs to such a document;
+//! 2. every cluster with members has exactly one canonical, the member with the best
+//!    [`canonical_rank`]; a cluster without members has none;
+//! 3. inverted links point at canonicals: each link target's anchors sit in the `inlinks` row of
+//!    the target's canonical, and nowhere else;
+//! 4. the index holds, for each cluster, exactly the terms of its canonical document.
+//!
+//! Also counts what is in the index ([`IndexSummary`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
+use serde::Serialize;
+
+use super::schema::*;
+
+/// Sizes of the web index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct IndexSummary {
+    /// Documents with raw HTML.
+    pub documents: usize,
+    /// Documents processed (with a content hash).
+    pub processed: usize,
+    /// Non-empty duplicate clusters (= canonical documents).
+    pub clusters: usize,
+    /// Documents that are not their cluster's canonical.
+    pub duplicates: usize,
+    /// Link targets with anchor text.
+    pub link_targets: usize,
+    /// Anchor texts forwarded to canonicals.
+    pub inlinks: usize,
+    /// Distinct terms in the index.
+    pub terms: usize,
+    /// Index entries (term, canonical).
+    pub postings: usize,
+}
+
+/// The result of a check.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckReport {
+    /// What the index holds.
+    pub summary: IndexSummary,
+    /// Every invariant violation found (empty: all hold).
+    pub violations: Vec<String>,
+}
+
+async fn all<S: RowStore>(txn: &Transaction<S>, table: &[u8]) -> Result<Vec<ScanItem>> {
+    txn.scan::<Bytes>(table, .., Columns::All).await
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Checks every invariant in one snapshot (a read-only transaction).
+pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
+    let txn = client.begin().await?;
+    let mut violations = Vec::new();
+    let mut summary = IndexSummary::default();
+
+    // url -> (hash, cluster, terms)
+    let mut docs: BTreeMap<Bytes, (Option<Bytes>, Option<Bytes>, Option<Bytes>)> = BTreeMap::new();
+    for item in all(&txn, DOCUMENTS).await? {
+        let entry = docs.entry(item.row.clone()).or_default();
+        match item.column.as_ref() {
+            c if c == RAW => summary.documents += 1,
+            c if c == HASH => entry.0 = Some(item.value),
+            c if c == CLUSTER => entry.1 = Some(item.value),
+            c if c == TERMS => entry.2 = Some(item.value),
+            _ => {}
+        }
+    }
+    // hash -> members
+    let mut clusters: BTreeMap<Bytes, BTreeSet<Bytes>> = BTreeMap::new();
+    for item in txn.scan::<Bytes>(MEMBERS, .., Columns::one(MEMBER)).await? {
+        match item.row.iter().position(|&b| b == b'/') {
+            Some(i) => {
+                clusters
+                    .entry(item.row.slice(..i))
+                    .or_default()
+                    .insert(item.row.slice(i + 1..));
+            }
+            None => violations.push(format!("malformed membership row {:?}", lossy(&item.row))),
+        }
+    }
+
+    // 1. membership
+    for (url, (hash, cluster, _)) in &docs {
+        let Some(hash) = hash else { continue };
+        summary.processed += 1;
+        if !clusters.get(hash).is_some_and(|m| m.contains(url)) {
+            violations.push(format!(
+                "{} has hash {} but is not a member of its cluster",
+                lossy(url),
+                lossy(hash)
+            ));
+        }
+        if cluster.as_ref() != Some(hash) {
+            violations.push(format!(
+                "{} has hash {} but its cluster column says {:?}",
+                lossy(url),
+                lossy(hash),
+                cluster.as_deref().map(lossy)
+            ));
+        }
+    }
+    for (hash, members) in &clusters {
+        for url in members {
+            if docs.get(url).and_then(|d| d.0.as_ref()) != Some(hash) {
+                violations.push(format!(
+                    "{} is listed in cluster {} but its hash differs",
+                    lossy(url),
+                    lossy(hash)
+                ));
+            }
+        }
+    }
+
+    // 2. one canonical per cluster
+    let mut canonicals: BTreeMap<Bytes, Bytes> = BTreeMap::new();
+    let mut exported_clusters = 0;
+    for item in all(&txn, CLUSTERS).await? {
+        if item.column.as_ref() == CANONICAL {
+            canonicals.insert(item.row, item.value);
+        } else if item.column.as_ref() == EXPORTED {
+            exported_clusters += 1;
+        }
+    }
+    for (hash, members) in &clusters {
+        let best = members
+            .iter()
+            .min_by(|a, b| canonical_rank(a).cmp(&canonical_rank(b)));
+        if canonicals.get(hash) != best {
+            violations.push(format!(
+                "cluster {} has canonical {:?}, expected {:?}",
+                lossy(hash),
+                canonicals.get(hash).map(|c| lossy(c)),
+                best.map(|b| lossy(b))
+            ));
+        }
+    }
+    for hash in canonicals.keys() {
+        if !clusters.contains_key(hash) {
+            violations.push(format!(
+                "cluster {} has a canonical but no members",
+                lossy(hash)
+            ));
+        }
+    }
+    summary.clusters = canonicals.len();
+    summary.duplicates = summary.processed.saturating_sub(summary.clusters);
+    let canonical_of = |url: &Bytes| -> Bytes {
+        docs.get(url)
+            .and_then(|d| d.1.as_ref())
+            .and_then(|h| canonicals.get(h))
+            .cloned()
+            .unwrap_or_else(|| url.clone())
+    };
+
+    // 3. inverted links
+    let mut expected_inlinks: BTreeMap<(Bytes, Bytes), Bytes> = BTreeMap::new();
+    let mut targets = BTreeSet::new();
+    for item in all(&txn, LINKS).await? {
+        if let Some(source) = item.column.strip_prefix(FROM_PREFIX) {
+            targets.insert(item.row.clone());
+            expected_inlinks.insert(
+                (canonical_of(&item.row), inlink_column(&item.row, source)),
+                item.value,
+            );
+        }
+    }
+    summary.link_targets = targets.len();
+    let mut found_inlinks: BTreeMap<(Bytes, Bytes), Bytes> = BTreeMap::new();
+    for item in all(&txn, INLINKS).await? {
+        found_inlinks.insert((item.row, item.column), item.value);
+    }
+    summary.inlinks = found_inlinks.len();
+    for (key, anchor) in &expected_inlinks {
+        if found_inlinks.get(key) != Some(anchor) {
+            violations.push(format!(
+                "anchor for link {:?} is not at canonical {}",
+                lossy(&key.1),
+                lossy(&key.0)
+            ));
+        }
+    }
+    for key in found_inlinks.keys() {
+        if !expected_inlinks.contains_key(key) {
+            violations.push(format!(
+                "stray inlink {:?} at {} (not the target's canonical, or the link is gone)",
+                lossy(&key.1),
+                lossy(&key.0)
+            ));
+        }
+    }
+
+    // 4. the index
+    let mut expected_postings: BTreeSet<(Bytes, Bytes)> = BTreeSet::new();
+    for (hash, canonical) in &canonicals {
+        let terms = docs
+            .get(canonical)
+            .and_then(|d| d.2.as_ref())
+            .map(|t| split_terms(t))
+            .unwrap_or_default();
+        for term in terms {
+            expected_postings.insert((Bytes::from(term), index_column(canonical, hash)));
+        }
+    }
+    let mut found_postings = BTreeSet::new();
+    let mut terms = BTreeSet::new();
+    for item in all(&txn, INDEX).await? {
+        terms.insert(item.row.clone());
+        found_postings.insert((item.row, item.column));
+    }
+    summary.terms = terms.len();
+    summary.postings = found_postings.len();
+    let missing = expected_postings.difference(&found_postings).count();
+    let stray = found_postings.difference(&expected_postings).count();
+    if missing > 0 {
+        violations.push(format!(
+            "{missing} index entries missing for canonical documents' terms"
+        ));
+    }
+    if stray > 0 {
+        violations.push(format!(
+            "{stray} index entries for non-canonical documents or absent terms"
+        ));
+    }
+    if exported_clusters != canonicals.len() {
+        violations.push(format!(
+            "{exported_clusters} clusters exported, {} have a canonical",
+            canonicals.len()
+        ));
+    }
+    Ok(CheckReport {
+        summary,
+        violations,
+    })
+}

@@ -1,0 +1,596 @@
+//! Turns a crawled page into what the indexer needs: title, terms, outgoing
+//! links and a content hash.
+//!
+//! Parsing uses a real HTML5 parser (`scraper`, i.e. html5ever), so malformed
+//! markup is recovered the way browsers recover it. The content hash covers
+//! only the page's visible text, so mirrors of a page that differ only in
+//! their link URLs hash equal — that is how the pipeline detects duplicates.
+//! Nothing here panics, whatever the input bytes.
+
+use std::collections::{BTreeSet, HashSet};
+
+use scraper::{Html, Node};
+use url::Url;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// The most terms [`terms_of`] (and so [`parse_page`]) keeps per page.
+pub const MAX_TERMS: usize = 200;
+/// The most links [`parse_page`] keeps per page.
+pub const MAX_LINKS: usize = 100;
+/// The longest anchor text (in chars) [`parse_page`] keeps per link.
+pub const MAX_ANCHOR_CHARS: usize = 200;
+
+/// The shortest term (in chars) [`terms_of`] keeps.
+const MIN_TERM_CHARS: usize = 2;
+/// The longest term (in chars) [`terms_of`] keeps.
+const MAX_TERM_CHARS: usize = 32;
+
+/// One outgoing link of a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// The absolute target URL, without fragment.
+    pub target: String,
+    /// The link's text, whitespace-collapsed, at most [`MAX_ANCHOR_CHARS`] chars.
+    pub anchor: String,
+}
+
+/// What the indexer extracts from one page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedPage {
+    /// The text of `<title>`, whitespace-collapsed (empty when there is none).
+    pub title: String,
+    /// The page's distinct terms, sorted, at most [`MAX_TERMS`] (see [`terms_of`]).
+    pub terms: Vec<String>,
+    /// Outgoing links in document order, distinct targets, at most [`MAX_LINKS`].
+    pub links: Vec<Link>,
+    /// 32 lowercase hex digits of the XXH3-128 hash of the visible text.
+    pub content_hash: String,
+}
+
+/// Parses one page fetched from `base_url`.
+///
+/// Invalid UTF-8 is decoded lossily. The visible text is the title followed by
+/// the text of `<body>` without the contents of `<script>`, `<style>` and
+/// `<noscript>`, whitespace-collapsed; block-level element boundaries count as
+/// whitespace (so `<p>a</p><p>b</p>` reads `a b`, `a<b>b</b>` reads `ab`).
+///
+/// Links come from every `<a href>`: the href is resolved against `base_url`,
+/// its fragment dropped; only `http`, `https` and `file` targets are kept, and
+/// neither links to the page itself nor unparseable ones. When `base_url` does
+/// not parse only absolute hrefs are kept. The first anchor text seen for a
+/// target wins.
+pub fn parse_page(base_url: &str, html: &[u8]) -> ParsedPage {
+    let source = String::from_utf8_lossy(html);
+    let document = Html::parse_document(&source);
+    let mut walker = Walker::new(base_url);
+
+    // Iterative depth-first walk (no recursion: nesting depth is unbounded).
+    let root = document.tree.root();
+    let mut node = root;
+    'walk: loop {
+        walker.open(node.value());
+        if let Some(child) = node.first_child() {
+            node = child;
+            continue;
+        }
+        loop {
+            walker.close(node.value());
+            if node == root {
+                break 'walk;
+            }
+            if let Some(sibling) = node.next_sibling() {
+                node = sibling;
+                break;
+            }
+            match node.parent() {
+                Some(parent) => node = parent,
+                None => break 'walk,
+            }
+        }
+    }
+    walker.finish()
+}
+
+/// The distinct terms of `text`.
+///
+/// The text is lowercased and split on every char that is not (Unicode)
+/// alphanumeric; tokens of 2 to 32 chars are kept, deduplicated and sorted,
+/// and only the first [`MAX_TERMS`] of them in sorted order are returned.
+pub fn terms_of(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let terms: BTreeSet<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
+        .collect();
+    terms
+        .into_iter()
+        .take(MAX_TERMS)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The normalized visible text's hash, as 32 lowercase hex digits.
+fn content_hash(visible_text: &str) -> String {
+    format!("{:032x}", xxh3_128(visible_text.as_bytes()))
+}
+
+/// Elements whose text is never visible.
+fn is_hidden(name: &str) -> bool {
+    matches!(name, "script" | "style" | "noscript" | "template")
+}
+
+/// Phrasing elements: their boundaries do not separate words.
+fn is_inline(name: &str) -> bool {
+    matches!(
+        name,
+        "a" | "abbr"
+            | "acronym"
+            | "b"
+            | "bdi"
+            | "bdo"
+            | "big"
+            | "cite"
+            | "code"
+            | "data"
+            | "del"
+            | "dfn"
+            | "em"
+            | "font"
+            | "i"
+            | "ins"
+            | "kbd"
+            | "label"
+            | "mark"
+            | "q"
+            | "s"
+            | "samp"
+            | "small"
+            | "span"
+            | "strike"
+            | "strong"
+            | "sub"
+            | "sup"
+            | "time"
+            | "tt"
+            | "u"
+            | "var"
+    )
+}
+
+/// A string built with whitespace collapsed on the fly, optionally capped at a
+/// number of chars.
+#[derive(Debug, Default)]
+struct TextBuf {
+    text: String,
+    chars: usize,
+    limit: Option<usize>,
+    pending_space: bool,
+}
+
+impl TextBuf {
+    fn with_limit(limit: usize) -> Self {
+        Self {
+            limit: Some(limit),
+            ..Self::default()
+        }
+    }
+
+    /// Marks a word boundary: the next text starts after a space.
+    fn boundary(&mut self) {
+        self.pending_space = true;
+    }
+
+    fn push(&mut self, text: &str) {
+        for c in text.chars() {
+            if c.is_whitespace() {
+                self.pending_space = true;
+                continue;
+            }
+            let space = self.pending_space && !self.text.is_empty();
+            let needed = if space { 2 } else { 1 };
+            if self.limit.is_some_and(|limit| self.chars + needed > limit) {
+                // Full: a space that no char can follow is not kept either.
+                return;
+            }
+            if space {
+                self.text.push(' ');
+            }
+            self.pending_space = false;
+            self.text.push(c);
+            self.chars += needed;
+        }
+    }
+
+    fn into_string(self) -> String {
+        self.text
+    }
+}
+
+/// State of the single pass over the document tree.
+struct Walker {
+    /// The page's own URL (fragment removed), when it parses.
+    base: Option<Url>,
+    /// Depth inside hidden elements (`script`, `style`, ...).
+    hidden: usize,
+    /// Depth inside `<body>`.
+    body: usize,
+    /// Depth inside the first `<title>`.
+    in_title: usize,
+    title_done: bool,
+    title: TextBuf,
+    body_text: TextBuf,
+    /// For each open `<a>`: the index of its entry in `links`, if it got one.
+    open_anchors: Vec<Option<usize>>,
+    links: Vec<(String, TextBuf)>,
+    seen_targets: HashSet<String>,
+}
+
+impl Walker {
+    fn new(base_url: &str) -> Self {
+        let base = Url::parse(base_url).ok().map(|mut url| {
+            url.set_fragment(None);
+            url
+        });
+        Self {
+            base,
+            hidden: 0,
+            body: 0,
+            in_title: 0,
+            title_done: false,
+            title: TextBuf::default(),
+            body_text: TextBuf::default(),
+            open_anchors: Vec::new(),
+            links: Vec::new(),
+            seen_targets: HashSet::new(),
+        }
+    }
+
+    fn open(&mut self, node: &Node) {
+        match node {
+            Node::Element(element) => {
+                let name = element.name();
+                if is_hidden(name) {
+                    self.hidden += 1;
+                }
+                match name {
+                    "body" => self.body += 1,
+                    "title" if !self.title_done => self.in_title += 1,
+                    "a" => {
+                        let entry = element.attr("href").and_then(|href| self.add_link(href));
+                        self.open_anchors.push(entry);
+                    }
+                    _ => {}
+                }
+                if !is_inline(name) {
+                    self.boundary();
+                }
+            }
+            Node::Text(text) if self.hidden == 0 => {
+                if self.in_title > 0 {
+                    self.title.push(text);
+                }
+                if self.body > 0 {
+                    self.body_text.push(text);
+                }
+                for &index in self.open_anchors.iter().flatten() {
+                    if let Some((_, anchor)) = self.links.get_mut(index) {
+                        anchor.push(text);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn close(&mut self, node: &Node) {
+        if let Node::Element(element) = node {
+            let name = element.name();
+            if is_hidden(name) {
+                self.hidden = self.hidden.saturating_sub(1);
+            }
+            match name {
+                "body" => self.body = self.body.saturating_sub(1),
+                "title" if self.in_title > 0 => {
+                    self.in_title -= 1;
+                    self.title_done = self.in_title == 0;
+                }
+                "a" => {
+                    self.open_anchors.pop();
+                }
+                _ => {}
+            }
+            if !is_inline(name) {
+                self.boundary();
+            }
+        }
+    }
+
+    fn boundary(&mut self) {
+        self.title.boundary();
+        self.body_text.boundary();
+        for &index in self.open_anchors.iter().flatten() {
+            if let Some((_, anchor)) = self.links.get_mut(index) {
+                anchor.boundary();
+            }
+        }
+    }
+
+    /// Records a link to `href` if it is kept; returns its index in `links`.
+    fn add_link(&mut self, href: &str) -> Option<usize> {
+        if self.links.len() >= MAX_LINKS {
+            return None;
+        }
+        let mut target = match &self.base {
+            Some(base) => base.join(href),
+            None => Url::parse(href),
+        }
+        .ok()?;
+        if !matches!(target.scheme(), "http" | "https" | "file") {
+            return None;
+        }
+        target.set_fragment(None);
+        if self.base.as_ref() == Some(&target) {
+            return None;
+        }
+        let target = String::from(target);
+        if !self.seen_targets.insert(target.clone()) {
+            return None;
+        }
+        self.links
+            .push((target, TextBuf::with_limit(MAX_ANCHOR_CHARS)));
+        Some(self.links.len() - 1)
+    }
+
+    fn finish(self) -> ParsedPage {
+        let title = self.title.into_string();
+        let body = self.body_text.into_string();
+        let visible = match (title.is_empty(), body.is_empty()) {
+            (_, true) => title.clone(),
+            (true, false) => body,
+            (false, false) => format!("{title} {body}"),
+        };
+        ParsedPage {
+            terms: terms_of(&visible),
+            content_hash: content_hash(&visible),
+            links: self
+                .links
+                .into_iter()
+                .map(|(target, anchor)| Link {
+                    target,
+                    anchor: anchor.into_string(),
+                })
+                .collect(),
+            title,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    const BASE: &str = "http://example.org/dir/page.html";
+
+    const PAGE: &str = r##"<!DOCTYPE html>
+<html><head>
+  <title>  The   Example
+     Page </title>
+  <style>.hidden { colour: red }</style>
+  <script>var scripted = "invisible";</script>
+</head>
+<body>
+  <h1>Hello World</h1>
+  <p>First paragraph with <b>bold</b> text and a
+     <a href="other.html#section">relative   link</a>.</p>
+  <p><a href="https://absolute.example/x?q=1">Absolute</a>
+     <a href="#top">fragment only</a>
+     <a href="javascript:alert(1)">script link</a>
+     <a href="mailto:me@example.org">mail</a>
+     <a href="page.html">self link</a>
+     <a href="/dir/other.html">duplicate target</a>
+     <a href="http://[::1">broken</a>
+     <a>no href</a>
+     <a href="file:///tmp/local.html">local file</a></p>
+  <noscript>enable javascript please</noscript>
+  <script>document.write("also invisible")</script>
+</body></html>"##;
+
+    fn link(target: &str, anchor: &str) -> Link {
+        Link {
+            target: target.into(),
+            anchor: anchor.into(),
+        }
+    }
+
+    #[test]
+    fn extracts_title_terms_and_links() {
+        let page = parse_page(BASE, PAGE.as_bytes());
+        assert_eq!(page.title, "The Example Page");
+        assert_eq!(
+            page.links,
+            [
+                link("http://example.org/dir/other.html", "relative link"),
+                link("https://absolute.example/x?q=1", "Absolute"),
+                link("file:///tmp/local.html", "local file"),
+            ]
+        );
+        let expected_terms = terms_of(
+            "The Example Page Hello World First paragraph with bold text and a relative link . \
+             Absolute fragment only script link mail self link duplicate target broken no href \
+             local file",
+        );
+        assert_eq!(page.terms, expected_terms);
+        assert!(page.terms.contains(&"example".to_owned()));
+        assert!(page.terms.contains(&"bold".to_owned()));
+        assert!(
+            !page.terms.contains(&"a".to_owned()),
+            "single chars dropped"
+        );
+    }
+
+    #[test]
+    fn script_style_and_noscript_text_is_excluded() {
+        let page = parse_page(BASE, PAGE.as_bytes());
+        for hidden in [
+            "scripted",
+            "invisible",
+            "hidden",
+            "colour",
+            "enable",
+            "please",
+        ] {
+            assert!(!page.terms.iter().any(|t| t == hidden), "{hidden} leaked");
+        }
+    }
+
+    #[test]
+    fn block_boundaries_separate_words_and_inline_ones_do_not() {
+        let page = parse_page(BASE, b"<p>alpha</p><p>beta</p><div>ga<b>mma</b></div>");
+        assert_eq!(page.terms, ["alpha", "beta", "gamma"]);
+    }
+
+    #[test]
+    fn hash_depends_on_visible_text_only() {
+        let a = parse_page(
+            "http://a.example/p1",
+            b"<title>T</title><p>same words <a href=\"/x\">here</a></p>",
+        );
+        let b = parse_page(
+            "http://mirror.example/a/p1",
+            b"<html><head><title>T</title></head><body><p>same   words\n\
+              <a href=\"http://elsewhere.example/y\">here</a></p><script>x=1</script></body></html>",
+        );
+        let c = parse_page(
+            "http://a.example/p1",
+            b"<title>T</title><p>other words <a href=\"/x\">here</a></p>",
+        );
+        assert_ne!(a.links, b.links);
+        assert_eq!(a.content_hash, b.content_hash);
+        assert_ne!(a.content_hash, c.content_hash);
+        assert_eq!(a.content_hash.len(), 32);
+        assert!(
+            a.content_hash
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        let expected = format!("{:032x}", xxh3_128(b"T same words here"));
+        assert_eq!(a.content_hash, expected);
+    }
+
+    #[test]
+    fn empty_and_titleless_pages() {
+        let empty = parse_page(BASE, b"");
+        assert_eq!(empty.title, "");
+        assert!(empty.terms.is_empty() && empty.links.is_empty());
+        assert_eq!(empty.content_hash, format!("{:032x}", xxh3_128(b"")));
+
+        let no_title = parse_page(BASE, b"<body>just text</body>");
+        assert_eq!(no_title.title, "");
+        assert_eq!(no_title.terms, ["just", "text"]);
+    }
+
+    #[test]
+    fn terms_are_lowercase_sorted_deduped_and_bounded() {
+        assert_eq!(
+            terms_of("Zebra apple APPLE x b2 Ünïcödé straße 東京 a-b"),
+            ["apple", "b2", "straße", "zebra", "ünïcödé", "東京"]
+        );
+        let long = "y".repeat(33);
+        let just_fits = "z".repeat(32);
+        assert_eq!(terms_of(&format!("{long} {just_fits}")), [just_fits]);
+
+        let many: Vec<String> = (0..500).map(|i| format!("w{i:03}")).collect();
+        let terms = terms_of(&many.join(" "));
+        assert_eq!(terms.len(), MAX_TERMS);
+        assert_eq!(terms.first().map(String::as_str), Some("w000"));
+        assert_eq!(terms.last().map(String::as_str), Some("w199"));
+    }
+
+    #[test]
+    fn links_are_capped_and_deduplicated() {
+        let mut html = String::new();
+        for i in 0..(MAX_LINKS + 50) {
+            html.push_str(&format!(
+                "<a href=\"/p{i}\">first {i}</a><a href=\"/p{i}#f\">again</a>"
+            ));
+        }
+        let page = parse_page(BASE, html.as_bytes());
+        assert_eq!(page.links.len(), MAX_LINKS);
+        assert_eq!(page.links[0], link("http://example.org/p0", "first 0"));
+        assert_eq!(page.links[99], link("http://example.org/p99", "first 99"));
+    }
+
+    #[test]
+    fn unparseable_base_keeps_only_absolute_links() {
+        let page = parse_page(
+            "not a url",
+            b"<a href=\"/rel\">rel</a><a href=\"http://abs.example/a#frag\">abs</a>",
+        );
+        assert_eq!(page.links, [link("http://abs.example/a", "abs")]);
+    }
+
+    #[test]
+    fn anchor_is_cut_on_a_char_boundary() {
+        let anchor = "é".repeat(MAX_ANCHOR_CHARS - 1) + "日本語";
+        let html = format!("<a href=\"/x\">{anchor}</a>");
+        let page = parse_page(BASE, html.as_bytes());
+        let expected = "é".repeat(MAX_ANCHOR_CHARS - 1) + "日";
+        assert_eq!(page.links[0].anchor, expected);
+        assert_eq!(page.links[0].anchor.chars().count(), MAX_ANCHOR_CHARS);
+
+        // A space at the cut does not count as trailing content.
+        let html = format!("<a href=\"/x\">{} tail</a>", "a".repeat(MAX_ANCHOR_CHARS));
+        let page = parse_page(BASE, html.as_bytes());
+        assert_eq!(page.links[0].anchor, "a".repeat(MAX_ANCHOR_CHARS));
+    }
+
+    #[test]
+    fn invalid_utf8_is_decoded_lossily() {
+        let page = parse_page(BASE, b"<title>caf\xe9 ok</title><p>na\xffive</p>");
+        assert_eq!(page.title, "caf\u{fffd} ok");
+        assert!(page.terms.contains(&"caf".to_owned()));
+        assert!(page.terms.contains(&"ive".to_owned()));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = StdRng::seed_from_u64(0x5eed);
+        let fragments: [&[u8]; 10] = [
+            b"<a href=\"",
+            b"\">",
+            b"</a>",
+            b"<title>",
+            b"<script>",
+            b"<!--",
+            b"<svg><a href=x>",
+            b"&#x1F600;",
+            b"\xf0\x9f",
+            b"<table><td>",
+        ];
+        for round in 0..300 {
+            let len = rng.random_range(0..400);
+            let mut bytes = Vec::with_capacity(len);
+            while bytes.len() < len {
+                if round % 2 == 0 && rng.random_bool(0.2) {
+                    bytes.extend_from_slice(fragments[rng.random_range(0..fragments.len())]);
+                } else {
+                    bytes.push(rng.random());
+                }
+            }
+            let base = if round % 3 == 0 { "garbage" } else { BASE };
+            let page = parse_page(base, &bytes);
+            assert_eq!(page.content_hash.len(), 32);
+            assert!(page.terms.len() <= MAX_TERMS && page.links.len() <= MAX_LINKS);
+        }
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow() {
+        let html = "<div>".repeat(5_000) + "deep" + &"</div>".repeat(5_000);
+        let page = parse_page(BASE, html.as_bytes());
+        assert_eq!(page.terms, ["deep"]);
+    }
+}

@@ -1,0 +1,25 @@
+//! The paper's web-indexing pipeline (§2.4, §3.1) as the project's main job.
+//!
+//! Inputs ([`sources`], [`synthetic`], [`warc`]) become crawled pages; [`load`] writes them into
+//! `documents:raw` one transaction each; the observers of [`pipeline`] then process documents,
+//! cluster duplicates, invert links and export a term index, each step triggered by the one
+//! before through notifications. [`check`] verifies the invariants whenever nothing is pending,
+//! [`query`] answers term queries, and [`freshness`] is the paper's Figure 7 in miniature.
+//! [`schema`] is the table layout.
+
+pub mod check;
+pub mod freshness;
+pub mod html;
+pub mod load;
+pub mod pipeline;
+pub mod query;
+pub mod schema;
+pub mod sources;
+pub mod synthetic;
+pub mod warc;
+
+pub use check::{CheckReport, IndexSummary, check};
+pub use load::{LoadError, LoadReport, PageOutcome, load_page, load_pages};
+pub use pipeline::{Clustered, observed_columns, observers};
+pub use query::{Hit, query};
+pub use sources::CrawledPage;

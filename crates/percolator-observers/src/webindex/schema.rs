@@ -1,0 +1,209 @@
+//! The web index's tables, columns and cell encodings, in one place.
+//!
+//! | table       | row                  | columns                                                        |
+//! |-------------|----------------------|----------------------------------------------------------------|
+//! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms`, `outlinks`, `cluster` |
+//! | `links`     | link target URL      | `from:<source URL>` = anchor text, `anchors` (weakly observed trigger), `forwarded_to` |
+//! | `clusters`  | content hash         | `canonical` (observed), `exported`                              |
+//! | `members`   | `<hash>/<URL>`       | `m`                                                            |
+//! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
+//! | `index`     | term                 | `<canonical URL>\0<hash>`                                       |
+//!
+//! **The stated score.** The paper keeps the duplicate with the highest PageRank as canonical;
+//! we have no link graph computation, so the score is stated: the URL with the fewest path
+//! segments wins, then the shorter URL, then the lexicographically smaller one (a crawler's
+//! usual preference for the "home" copy over mirrors). [`canonical_rank`] is that order.
+
+use bytes::Bytes;
+
+/// Documents by URL.
+pub const DOCUMENTS: &[u8] = b"documents";
+/// Raw HTML written by loaders (observed by the document processor).
+pub const RAW: &[u8] = b"raw";
+/// Content hash written by the document processor (observed by the clusterer).
+pub const HASH: &[u8] = b"hash";
+/// Page title.
+pub const TITLE: &[u8] = b"title";
+/// Space-separated terms of the page's visible text.
+pub const TERMS: &[u8] = b"terms";
+/// Outgoing links, encoded by [`encode_outlinks`].
+pub const OUTLINKS: &[u8] = b"outlinks";
+/// The cluster (content hash) the clusterer last placed the document in.
+pub const CLUSTER: &[u8] = b"cluster";
+
+/// Inverted links by target URL.
+pub const LINKS: &[u8] = b"links";
+/// Prefix of the per-source anchor columns of [`LINKS`].
+pub const FROM_PREFIX: &[u8] = b"from:";
+/// Weakly observed trigger column of [`LINKS`]: notified when a target's anchors or canonical
+/// change; never written.
+pub const ANCHORS: &[u8] = b"anchors";
+/// The canonical URL the target's anchors are currently forwarded to.
+pub const FORWARDED_TO: &[u8] = b"forwarded_to";
+
+/// Duplicate clusters by content hash.
+pub const CLUSTERS: &[u8] = b"clusters";
+/// The cluster's canonical URL (observed by the exporter).
+pub const CANONICAL: &[u8] = b"canonical";
+/// What the exporter last exported for the cluster, encoded by [`encode_exported`].
+pub const EXPORTED: &[u8] = b"exported";
+
+/// Cluster membership rows `<hash>/<URL>`.
+pub const MEMBERS: &[u8] = b"members";
+/// The membership column of [`MEMBERS`].
+pub const MEMBER: &[u8] = b"m";
+
+/// Anchor text forwarded to canonical URLs.
+pub const INLINKS: &[u8] = b"inlinks";
+
+/// The exported term index.
+pub const INDEX: &[u8] = b"index";
+
+/// Longest URL the pipeline accepts (row keys and column names are built from URLs).
+pub const MAX_URL_BYTES: usize = 1024;
+
+/// Sort key of a URL for canonical selection: smaller is better (see the module docs).
+pub fn canonical_rank(url: &[u8]) -> (usize, usize, &[u8]) {
+    let path = match url.windows(3).position(|w| w == b"://") {
+        Some(i) => &url[i + 3..],
+        None => url,
+    };
+    let segments = path
+        .split(|&b| b == b'/')
+        .skip(1)
+        .filter(|s| !s.is_empty())
+        .count();
+    (segments, url.len(), url)
+}
+
+/// Row of [`MEMBERS`] for `url` in cluster `hash`.
+pub fn member_row(hash: &[u8], url: &[u8]) -> Bytes {
+    let mut row = members_prefix(hash).to_vec();
+    row.extend_from_slice(url);
+    row.into()
+}
+
+/// Prefix of every [`MEMBERS`] row of cluster `hash`.
+pub fn members_prefix(hash: &[u8]) -> Bytes {
+    let mut row = hash.to_vec();
+    row.push(b'/');
+    row.into()
+}
+
+/// Column of [`LINKS`] holding `source`'s anchor text.
+pub fn from_column(source: &[u8]) -> Bytes {
+    [FROM_PREFIX, source].concat().into()
+}
+
+/// Column of [`INLINKS`] for a link from `source` to `target`.
+pub fn inlink_column(target: &[u8], source: &[u8]) -> Bytes {
+    [target, b"\0", source].concat().into()
+}
+
+/// Prefix of every [`INLINKS`] column of links to `target`.
+pub fn inlink_prefix(target: &[u8]) -> Bytes {
+    [target, b"\0"].concat().into()
+}
+
+/// Column of [`INDEX`] for canonical `url` of cluster `hash`.
+pub fn index_column(url: &[u8], hash: &[u8]) -> Bytes {
+    [url, b"\0", hash].concat().into()
+}
+
+/// Splits an [`INDEX`] column into `(url, hash)`.
+pub fn split_index_column(column: &[u8]) -> Option<(&[u8], &[u8])> {
+    let i = column.iter().rposition(|&b| b == 0)?;
+    Some((&column[..i], &column[i + 1..]))
+}
+
+/// Encodes outgoing links as `target\tanchor` lines (tabs and newlines in anchors become spaces).
+pub fn encode_outlinks<'a>(links: impl IntoIterator<Item = (&'a str, &'a str)>) -> Bytes {
+    let mut out = String::new();
+    for (target, anchor) in links {
+        out.push_str(target);
+        out.push('\t');
+        out.extend(
+            anchor
+                .chars()
+                .map(|c| if c == '\t' || c == '\n' { ' ' } else { c }),
+        );
+        out.push('\n');
+    }
+    out.into()
+}
+
+/// Decodes [`encode_outlinks`]; malformed lines are skipped.
+pub fn decode_outlinks(bytes: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|line| {
+            let (target, anchor) = line.split_once('\t')?;
+            Some((target.to_owned(), anchor.to_owned()))
+        })
+        .collect()
+}
+
+/// Encodes what the exporter exported for a cluster: the canonical URL, then its terms.
+pub fn encode_exported(url: &[u8], terms: &[String]) -> Bytes {
+    let mut out = url.to_vec();
+    out.push(b'\n');
+    out.extend_from_slice(terms.join(" ").as_bytes());
+    out.into()
+}
+
+/// Decodes [`encode_exported`].
+pub fn decode_exported(bytes: &[u8]) -> (Bytes, Vec<String>) {
+    let (url, terms) = match bytes.iter().position(|&b| b == b'\n') {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (bytes, &b""[..]),
+    };
+    (Bytes::copy_from_slice(url), split_terms(terms))
+}
+
+/// Splits a [`TERMS`] cell.
+pub fn split_terms(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes)
+        .split(' ')
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_prefers_shallow_short_urls() {
+        let mut urls = vec![
+            &b"http://mirror1.example/site3/p7"[..],
+            b"http://site3.example/p7",
+            b"http://site3.example/a/p7",
+            b"http://a.example/p7",
+        ];
+        urls.sort_by_key(|u| canonical_rank(u));
+        assert_eq!(urls[0], b"http://a.example/p7");
+        assert_eq!(urls[1], b"http://site3.example/p7");
+        assert_eq!(urls[3], b"http://mirror1.example/site3/p7");
+    }
+
+    #[test]
+    fn encodings_round_trip() {
+        let links = encode_outlinks([("http://a/x", "one\ttwo"), ("http://b/", "")]);
+        assert_eq!(
+            decode_outlinks(&links),
+            vec![
+                ("http://a/x".to_owned(), "one two".to_owned()),
+                ("http://b/".to_owned(), String::new())
+            ]
+        );
+        let terms = vec!["alpha".to_owned(), "beta".to_owned()];
+        let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms));
+        assert_eq!((url.as_ref(), back), (&b"http://a/"[..], terms));
+        let col = index_column(b"http://a/\0weird", b"h");
+        assert_eq!(
+            split_index_column(&col),
+            Some((&b"http://a/\0weird"[..], &b"h"[..]))
+        );
+    }
+}

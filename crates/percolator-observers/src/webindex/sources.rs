@@ -1,0 +1,270 @@
+//! Crawled pages and the simplest source of them: a directory of HTML files.
+//!
+//! Every input of the web-indexing pipeline (a directory tree, a WARC file, the
+//! synthetic crawl) produces [`CrawledPage`]s. Pages are capped at
+//! [`MAX_PAGE_BYTES`] by [`truncate_page`] so that one huge document cannot
+//! dominate a transaction or the parser's memory.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use url::Url;
+
+/// The largest page (in bytes) any source hands to the pipeline; longer pages
+/// are cut by [`truncate_page`].
+pub const MAX_PAGE_BYTES: usize = 512 * 1024;
+
+/// One crawled page: its URL and raw HTML bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrawledPage {
+    /// The URL the page was fetched from.
+    pub url: String,
+    /// The raw (undecoded) HTML bytes, at most [`MAX_PAGE_BYTES`] long.
+    pub html: Bytes,
+}
+
+/// Cuts `html` to at most [`MAX_PAGE_BYTES`] bytes.
+///
+/// Shorter pages are returned unchanged (no copy). When the cut would fall
+/// inside a UTF-8 multi-byte sequence it is moved back to the start of that
+/// sequence, so valid UTF-8 input stays valid UTF-8.
+pub fn truncate_page(html: Bytes) -> Bytes {
+    if html.len() <= MAX_PAGE_BYTES {
+        return html;
+    }
+    let mut cut = MAX_PAGE_BYTES;
+    // Back off over at most 3 continuation bytes (0b10xx_xxxx).
+    for _ in 0..3 {
+        match html.get(cut) {
+            Some(&b) if b & 0xC0 == 0x80 && cut > 0 => cut -= 1,
+            _ => break,
+        }
+    }
+    html.slice(..cut)
+}
+
+/// Every `*.html` / `*.htm` file under `dir` (recursive, sorted by path).
+///
+/// The extension match is case-insensitive. Symbolic links to files are
+/// followed; symbolic links to directories are not (so link cycles cannot loop).
+///
+/// The URL of a page is `base_url` joined with the file's path relative to
+/// `dir` (`/`-separated, each segment percent-encoded) when `base_url` is
+/// given — e.g. `http://example.org/` and `a/b.html` give
+/// `http://example.org/a/b.html`; a base without a trailing `/` is treated as
+/// a directory all the same. Without `base_url` the URL is `file://` followed
+/// by the file's canonical absolute path.
+///
+/// Every page is cut with [`truncate_page`].
+///
+/// # Errors
+/// Any I/O error while walking or reading the tree, and
+/// [`io::ErrorKind::InvalidInput`] when `base_url` is not an absolute URL that
+/// can have a path (e.g. `mailto:x`).
+pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<Vec<CrawledPage>> {
+    let base = base_url.map(parse_base).transpose()?;
+    let mut files = Vec::new();
+    collect_html_files(dir, &mut files)?;
+    files.sort();
+
+    let mut pages = Vec::with_capacity(files.len());
+    for path in files {
+        let url = match &base {
+            Some(base) => url_under_base(base, dir, &path)?,
+            None => file_url(&path)?,
+        };
+        let html = truncate_page(Bytes::from(fs::read(&path)?));
+        pages.push(CrawledPage { url, html });
+    }
+    Ok(pages)
+}
+
+fn invalid_input(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+fn parse_base(base: &str) -> io::Result<Url> {
+    let url = Url::parse(base).map_err(|e| invalid_input(format!("base URL {base:?}: {e}")))?;
+    if url.cannot_be_a_base() {
+        return Err(invalid_input(format!(
+            "base URL {base:?} cannot have a path"
+        )));
+    }
+    Ok(url)
+}
+
+fn is_html_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
+}
+
+fn collect_html_files(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    // Explicit stack instead of recursion: deep trees cannot overflow it.
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let file_type = entry.file_type()?;
+            if file_type.is_dir() {
+                pending.push(path);
+            } else if is_html_file(&path)
+                && (file_type.is_file() || (file_type.is_symlink() && path.is_file()))
+            {
+                out.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn url_under_base(base: &Url, dir: &Path, path: &Path) -> io::Result<String> {
+    let relative = path.strip_prefix(dir).map_err(|e| {
+        invalid_input(format!(
+            "{} not under {}: {e}",
+            path.display(),
+            dir.display()
+        ))
+    })?;
+    let mut url = base.clone();
+    {
+        let mut segments = url
+            .path_segments_mut()
+            .map_err(|()| invalid_input(format!("base URL {base} cannot have a path")))?;
+        // Drop the empty segment a trailing '/' leaves, then append ours.
+        segments.pop_if_empty();
+        segments.extend(
+            relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+        );
+    }
+    Ok(url.into())
+}
+
+fn file_url(path: &Path) -> io::Result<String> {
+    let canonical = fs::canonicalize(path)?;
+    Ok(match Url::from_file_path(&canonical) {
+        Ok(url) => url.into(),
+        Err(()) => format!("file://{}", canonical.display()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, contents: &str) {
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(path, contents).unwrap();
+    }
+
+    fn sample_tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(&root.join("index.html"), "<title>root</title>");
+        write(&root.join("notes.txt"), "not html");
+        write(&root.join("b/deep/page.htm"), "<title>deep</title>");
+        write(&root.join("a/one.html"), "<title>one</title>");
+        write(&root.join("a/UPPER.HTML"), "<title>upper</title>");
+        write(&root.join("a/with space.html"), "<title>space</title>");
+        write(&root.join("a/image.png"), "\u{89}PNG");
+        fs::create_dir_all(root.join("empty")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn html_files_with_base_url() {
+        let dir = sample_tree();
+        let pages = html_files(dir.path(), Some("http://example.org/")).unwrap();
+        let urls: Vec<&str> = pages.iter().map(|p| p.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "http://example.org/a/UPPER.HTML",
+                "http://example.org/a/one.html",
+                "http://example.org/a/with%20space.html",
+                "http://example.org/b/deep/page.htm",
+                "http://example.org/index.html",
+            ]
+        );
+        assert_eq!(pages[1].html, Bytes::from_static(b"<title>one</title>"));
+        assert_eq!(pages[3].html, Bytes::from_static(b"<title>deep</title>"));
+    }
+
+    #[test]
+    fn base_url_without_trailing_slash_is_a_directory() {
+        let dir = sample_tree();
+        let pages = html_files(dir.path(), Some("http://example.org/site")).unwrap();
+        assert_eq!(pages[0].url, "http://example.org/site/a/UPPER.HTML");
+    }
+
+    #[test]
+    fn html_files_without_base_url_use_canonical_file_urls() {
+        let dir = sample_tree();
+        let pages = html_files(dir.path(), None).unwrap();
+        assert_eq!(pages.len(), 5);
+        let canonical = fs::canonicalize(dir.path()).unwrap();
+        let expected = format!("file://{}/b/deep/page.htm", canonical.display());
+        assert_eq!(pages[3].url, expected);
+        for page in &pages {
+            let url = Url::parse(&page.url).unwrap();
+            assert_eq!(url.scheme(), "file");
+            let path = url.to_file_path().unwrap();
+            assert_eq!(fs::read(path).unwrap(), page.html);
+        }
+    }
+
+    #[test]
+    fn bad_base_url_is_invalid_input() {
+        let dir = sample_tree();
+        for base in ["not a url", "mailto:someone@example.org"] {
+            let err = html_files(dir.path(), Some(base)).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{base}");
+        }
+    }
+
+    #[test]
+    fn missing_dir_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(html_files(&dir.path().join("nope"), None).is_err());
+    }
+
+    #[test]
+    fn large_pages_are_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("big.html"),
+            &"x".repeat(MAX_PAGE_BYTES + 10),
+        );
+        let pages = html_files(dir.path(), None).unwrap();
+        assert_eq!(pages[0].html.len(), MAX_PAGE_BYTES);
+    }
+
+    #[test]
+    fn truncate_page_keeps_short_pages_and_utf8_boundaries() {
+        let short = Bytes::from_static(b"<p>hi</p>");
+        assert_eq!(truncate_page(short.clone()), short);
+
+        let exact = Bytes::from(vec![b'a'; MAX_PAGE_BYTES]);
+        assert_eq!(truncate_page(exact).len(), MAX_PAGE_BYTES);
+
+        // A 4-byte character straddling the limit is dropped whole.
+        let mut text = "a".repeat(MAX_PAGE_BYTES - 2);
+        text.push('😀');
+        text.push_str("tail");
+        let cut = truncate_page(Bytes::from(text));
+        assert_eq!(cut.len(), MAX_PAGE_BYTES - 2);
+        assert!(std::str::from_utf8(&cut).is_ok());
+
+        // Arbitrary bytes: never longer than the limit, never empty.
+        let junk = Bytes::from(vec![0x80; MAX_PAGE_BYTES + 1]);
+        let cut = truncate_page(junk);
+        assert!(!cut.is_empty() && cut.len() <= MAX_PAGE_BYTES);
+    }
+}

@@ -1,0 +1,161 @@
+//! `cargo xtask bench`: runs the benchmark binaries in release mode, collects their JSON under
+//! `target/bench/`, renders SVG plots and prints markdown tables.
+//!
+//! Today: the freshness experiment (`percolator webindex freshness`, the paper's Figure 7 in
+//! miniature) per backend.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::ValueEnum;
+use serde_json::Value;
+
+use crate::plot::{Chart, Series, svg};
+use crate::runner::cargo;
+
+/// Backends a benchmark can run on.
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+pub enum BenchBackend {
+    Mem,
+    Sled,
+    /// A real TiKV cluster (needs a PD address).
+    Tikv,
+    /// mem and sled (and tikv when a PD address is given).
+    All,
+}
+
+const OUT: &str = "target/bench";
+
+fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
+    match choice {
+        BenchBackend::Mem => vec!["mem"],
+        BenchBackend::Sled => vec!["sled"],
+        BenchBackend::Tikv => vec!["tikv"],
+        BenchBackend::All if pd.is_some() => vec!["mem", "sled", "tikv"],
+        BenchBackend::All => vec!["mem", "sled"],
+    }
+}
+
+pub fn bench(
+    choice: BenchBackend,
+    quick: bool,
+    _only_freshness: bool,
+    pd: Option<String>,
+) -> Result<(), String> {
+    let pd = pd
+        .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
+        .filter(|p| !p.trim().is_empty());
+    if choice == BenchBackend::Tikv && pd.is_none() {
+        return Err("--backend tikv needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
+    }
+    std::fs::create_dir_all(OUT).map_err(|e| format!("{OUT}: {e}"))?;
+    let mut reports = Vec::new();
+    for backend in backends(choice, pd.as_deref()) {
+        reports.push((backend, freshness(backend, quick, pd.as_deref())?));
+    }
+    println!("\n## Freshness: load → clustered latency, incremental vs batch\n");
+    println!(
+        "| backend | docs | crawl rate (%/h) | incremental p50 | incremental p90 | batch p50 | batch ÷ incremental |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (backend, report) in &reports {
+        let docs = report["docs"].as_u64().unwrap_or(0);
+        for p in report["points"].as_array().into_iter().flatten() {
+            let inc = p["incremental_p50_ms"].as_f64().unwrap_or(0.0);
+            let batch = p["batch_p50_ms"].as_f64().unwrap_or(0.0);
+            println!(
+                "| {backend} | {docs} | {:.0} | {inc:.1} ms | {:.1} ms | {batch:.1} ms | {:.1}× |",
+                p["rate_pct_per_hour"].as_f64().unwrap_or(0.0),
+                p["incremental_p90_ms"].as_f64().unwrap_or(0.0),
+                batch / inc.max(0.001)
+            );
+        }
+    }
+    println!("\nJSON and plots: {OUT}/freshness-<backend>.json, {OUT}/freshness.svg");
+    let chart = freshness_chart(&reports);
+    std::fs::write(Path::new(OUT).join("freshness.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    Ok(())
+}
+
+fn freshness(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+    let json = PathBuf::from(OUT).join(format!("freshness-{backend}.json"));
+    let db = PathBuf::from(OUT).join(format!("freshness-db-{backend}"));
+    let _ = std::fs::remove_dir_all(&db);
+    let features = if backend == "tikv" {
+        "sled,mem,tikv"
+    } else {
+        "sled,mem"
+    };
+    let mut cmd: Command = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "percolator-observers",
+        "--features",
+        features,
+        "--bin",
+        "percolator",
+        "--",
+        "--backend",
+        backend,
+    ]);
+    cmd.arg("--db").arg(&db);
+    if let Some(pd) = pd {
+        cmd.args(["--pd", pd, "--namespace"])
+            .arg(format!("freshness-{}", std::process::id()));
+    }
+    cmd.args(["webindex", "freshness", "--json"]).arg(&json);
+    if quick {
+        cmd.arg("--quick");
+    }
+    println!("== freshness on {backend}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("running the freshness experiment: {e}"))?;
+    let _ = std::fs::remove_dir_all(&db);
+    if !status.success() {
+        return Err(format!("freshness on {backend} failed ({status})"));
+    }
+    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
+}
+
+fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
+    let mut series = Vec::new();
+    for (backend, report) in reports {
+        let points = |key: &str| -> Vec<(f64, f64)> {
+            report["points"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    (
+                        p["rate_pct_per_hour"].as_f64().unwrap_or(0.0),
+                        p[key].as_f64().unwrap_or(0.0).max(0.01),
+                    )
+                })
+                .collect()
+        };
+        series.push(Series {
+            name: format!("incremental p50 ({backend})"),
+            points: points("incremental_p50_ms"),
+            dashed: false,
+        });
+        series.push(Series {
+            name: format!("batch p50 ({backend})"),
+            points: points("batch_p50_ms"),
+            dashed: true,
+        });
+    }
+    Chart {
+        title: "Freshness: load → clustered latency (paper Figure 7)",
+        x_label: "crawl rate (% of repository per simulated hour)",
+        y_label: "median latency (ms)",
+        log_x: true,
+        log_y: true,
+        series,
+    }
+}

@@ -1,0 +1,125 @@
+//! Running test binaries (nextest, or `cargo test` without it) and reading their counts.
+
+use std::process::{Command, Stdio};
+
+/// Test counts of one run.
+#[derive(Default, Clone, Copy)]
+pub struct Counts {
+    pub passed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, other: Counts) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+    }
+}
+
+pub fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+pub fn have_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Pulls `N <word>` out of a summary line such as
+/// `Summary [ 6.2s] 36 tests run: 35 passed, 1 failed, 0 skipped` or
+/// `test result: ok. 3 passed; 0 failed; 0 ignored`.
+pub fn count_before(line: &str, word: &str) -> u64 {
+    let tokens: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .filter(|t| !t.is_empty())
+        .collect();
+    tokens
+        .windows(2)
+        .filter(|w| w[1] == word)
+        .filter_map(|w| w[0].parse::<u64>().ok())
+        .sum()
+}
+
+/// Runs tests with nextest (or `cargo test` if nextest is missing), streaming output, and returns
+/// the counts from the runner's summary.
+pub fn run_tests(
+    packages: &[&str],
+    filter: Option<&str>,
+    extra_test_args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Counts, String> {
+    let nextest = have_nextest();
+    let mut cmd = cargo();
+    if nextest {
+        cmd.args(["nextest", "run", "--no-fail-fast", "--cargo-quiet"]);
+        if std::env::var_os("CI").is_some() {
+            cmd.args(["--profile", "ci"]);
+        }
+    } else {
+        cmd.args(["test", "--no-fail-fast"]);
+    }
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    cmd.args(extra_test_args);
+    cmd.envs(env.iter().copied());
+    if let Some(f) = filter {
+        if nextest {
+            cmd.args(["-E", f]);
+        } else {
+            cmd.args(["--test", f]);
+        }
+    }
+    let output = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    let mut counts = Counts::default();
+    for line in stdout.lines().chain(stderr.lines()) {
+        let line = line.trim();
+        let summary = if nextest {
+            line.starts_with("Summary") && line.contains("run:")
+        } else {
+            line.starts_with("test result:")
+        };
+        if summary {
+            counts.add(Counts {
+                passed: count_before(line, "passed"),
+                failed: count_before(line, "failed") + count_before(line, "timed"),
+                skipped: count_before(line, "skipped") + count_before(line, "ignored"),
+            });
+        }
+    }
+    if !output.status.success() && counts.failed == 0 {
+        // A build failure or a crashed runner: count it as a failure, never as a pass.
+        counts.failed = 1;
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_before;
+
+    #[test]
+    fn parses_nextest_and_libtest_summaries() {
+        let nextest = "Summary [   6.209s] 36 tests run: 35 passed, 1 failed, 2 skipped";
+        assert_eq!(count_before(nextest, "passed"), 35);
+        assert_eq!(count_before(nextest, "failed"), 1);
+        assert_eq!(count_before(nextest, "skipped"), 2);
+        let libtest = "test result: ok. 12 passed; 0 failed; 3 ignored; 0 measured; 0 filtered out";
+        assert_eq!(count_before(libtest, "passed"), 12);
+        assert_eq!(count_before(libtest, "ignored"), 3);
+    }
+}
