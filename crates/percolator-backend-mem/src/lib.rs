@@ -110,16 +110,20 @@ impl MemStore {
             touched[m.family().index()] = true;
             apply_one(&mut families, m);
         }
-        // Keep the per-family row indexes in step while still holding the row latch.
+        // Keep the per-family row indexes in step while still holding the row latch. Scans
+        // consult an index without the latch, so the order matters: a commit moves a row from
+        // the lock index to the write index, and a reader that scans locks and then writes must
+        // find the row in one of them. Every insertion therefore happens before any removal.
         for family in Family::ALL {
             let f = family.index();
-            if !touched[f] {
-                continue;
-            }
-            if families[f].is_empty() {
-                self.family_rows[f].remove(&key);
-            } else if !self.family_rows[f].contains_key(&key) {
+            if touched[f] && !families[f].is_empty() && !self.family_rows[f].contains_key(&key) {
                 self.family_rows[f].insert(key.clone(), Arc::clone(&row));
+            }
+        }
+        for family in Family::ALL {
+            let f = family.index();
+            if touched[f] && families[f].is_empty() {
+                self.family_rows[f].remove(&key);
             }
         }
         MutationOutcome::Applied

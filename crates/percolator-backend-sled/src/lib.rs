@@ -3,7 +3,7 @@
 //! The embedded, persistent default backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34.
 //!
 //! ## Layout
-//! - **One sled tree per family** (`data`, `lock`, `write`, `notify`, `ack`): Bigtable's locality
+//! - **One sled tree per family** (`data`, `lock`, `write`, `notify`): Bigtable's locality
 //!   groups, so the observers' scan of the notify family never reads data.
 //! - Keys are [`percolator_core::key::CellKey::encode`]: `enc(table) ++ enc(row) ++ enc(column) ++
 //!   !ts`, order-preserving and prefix-free, so a row is one key prefix and versions come newest
@@ -18,6 +18,13 @@
 //! so no reader sees half of a row mutation (sled's own multi-tree transactions are not isolated
 //! from plain reads). A batch whose rows are distinct takes all of their latches in stripe order
 //! and applies every successful item in a single sled transaction.
+//!
+//! A scan *finds* rows in one family's tree before it takes their latch, so the order in which a
+//! sled transaction applies its trees is visible to it. A commit moves a row from the lock tree to
+//! the write tree; a snapshot reader scans locks and then write records and must find the row in
+//! one of them. The transaction therefore applies the write tree first and the lock tree last
+//! ([`COMMIT_ORDER`]): a row never vanishes from both (the conformance case
+//! `store_lock_to_write_transition_never_hides_a_row` checks it).
 //!
 //! ## Durability — what is on disk when a commit returns
 //! sled writes go to its in-memory log and are flushed by a background thread every
@@ -58,6 +65,19 @@ use percolator_core::{
 use sled::Transactional as _;
 
 const STRIPES: usize = 4096;
+
+/// The order in which a multi-tree transaction applies its trees (sled commits them one after
+/// the other): families a row can move *into* first, the lock family — which rows leave on commit
+/// and rollback — last. See the module docs.
+pub const COMMIT_ORDER: [Family; 4] = [Family::Write, Family::Data, Family::Notify, Family::Lock];
+
+/// Position of family index `family` in [`COMMIT_ORDER`].
+fn commit_position(family: usize) -> usize {
+    COMMIT_ORDER
+        .iter()
+        .position(|f| f.index() == family)
+        .unwrap_or(family)
+}
 
 /// The limits of [`SledStore`].
 pub const SLED_LIMITS: StoreLimits = StoreLimits {
@@ -100,6 +120,8 @@ pub struct SledStore {
     sync_requests: std::sync::atomic::AtomicU64,
     synced_upto: std::sync::atomic::AtomicU64,
     trees: Vec<sled::Tree>,
+    /// `trees` in [`COMMIT_ORDER`], for multi-tree transactions.
+    commit_trees: Vec<sled::Tree>,
     latches: Box<[RwLock<()>]>,
     hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
     path: PathBuf,
@@ -154,8 +176,13 @@ impl SledStore {
             .map(|f| db.open_tree(f.name()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| backend("open tree", e))?;
+        let commit_trees = COMMIT_ORDER
+            .iter()
+            .map(|f| trees[f.index()].clone())
+            .collect();
         Ok(Self {
             db,
+            commit_trees,
             flush_lock: tokio::sync::Mutex::new(()),
             sync_requests: std::sync::atomic::AtomicU64::new(0),
             synced_upto: std::sync::atomic::AtomicU64::new(0),
@@ -334,15 +361,16 @@ impl SledStore {
                 }
                 .map_err(|e| backend("write", e))
             }
-            many => self.trees[..]
+            many => self.commit_trees[..]
                 .transaction(|trees| {
                     for w in many {
+                        let tree = &trees[commit_position(w.tree)];
                         match &w.value {
                             Some(v) => {
-                                trees[w.tree].insert(w.key.as_slice(), v.as_ref())?;
+                                tree.insert(w.key.as_slice(), v.as_ref())?;
                             }
                             None => {
-                                trees[w.tree].remove(w.key.as_slice())?;
+                                tree.remove(w.key.as_slice())?;
                             }
                         }
                     }

@@ -53,10 +53,14 @@ pub trait Observer<S: RowStore>: Send + Sync + 'static {
     fn committed(&self, _change: &Change) {}
 }
 
+/// A shared observer.
+type SharedObserver<S> = Arc<dyn Observer<S>>;
+
 /// The observers of one worker, constructed explicitly in the binary's `main`.
 pub struct Observers<S: RowStore> {
-    list: Vec<Arc<dyn Observer<S>>>,
-    by_column: HashMap<(Bytes, Bytes), Vec<Arc<dyn Observer<S>>>>,
+    list: Vec<SharedObserver<S>>,
+    /// `(table, column)` → its observers.
+    by_column: HashMap<(Bytes, Bytes), Vec<SharedObserver<S>>>,
 }
 
 impl<S: RowStore> Default for Observers<S> {

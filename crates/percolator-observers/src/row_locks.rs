@@ -4,7 +4,7 @@
 //! conflicting runs. Sharded, so taking a lock never contends on one global mutex.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -37,10 +37,8 @@ impl RowLocks {
     }
 
     fn shard(&self, id: &RowId) -> &Mutex<HashSet<RowId>> {
-        let mut h = self.hasher.build_hasher();
-        id.hash(&mut h);
         // The shard count divides u64's range evenly enough for a hash.
-        &self.shards[(h.finish() % SHARDS as u64) as usize]
+        &self.shards[(self.hasher.hash_one(id) % SHARDS as u64) as usize]
     }
 
     /// Takes the lock on `table`/`row` unless someone holds it.

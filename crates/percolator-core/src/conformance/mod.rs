@@ -105,6 +105,7 @@ macro_rules! conformance_tests {
             store_invalid_input_rejects_whole_batch => store_cases::invalid_input_rejects_whole_batch,
             store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
             store_concurrent_conditional_increments => store_cases::concurrent_conditional_increments,
+            store_lock_to_write_transition_never_hides_a_row => store_cases::lock_to_write_transition_never_hides_a_row,
             txn_figure4_transfer => txn_cases::figure4_transfer,
             txn_snapshot_isolation => txn_cases::snapshot_isolation,
             txn_write_write_conflict => txn_cases::write_write_conflict,

@@ -197,6 +197,7 @@ mod tests {
             config: TxnConfig::default(),
             worker_id: 1,
             metrics: TxnMetrics::default(),
+            observed: Default::default(),
             commit_hook: None,
             lease_refresher: parking_lot::Mutex::new(None),
         }

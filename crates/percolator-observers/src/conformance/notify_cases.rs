@@ -183,7 +183,7 @@ pub async fn message_collapsing<F: StoreFactory>(factory: &F) {
     let reader = w.begin().await.unwrap();
     let runs = counter(&reader, LOG, b"hot", "runs").await;
     assert!(
-        runs >= 1 && runs < WRITES,
+        (1..WRITES).contains(&runs),
         "runs {runs} for {WRITES} writes"
     );
     assert_eq!(

@@ -54,9 +54,10 @@ impl<S: RowStore> Observer<S> for Propagate {
         )?;
         let prefix = format!("{parent}/");
         let end = Bytes::from(prefix_successor(prefix.as_bytes()).unwrap());
-        let sum: u64 = txn
+        let items = txn
             .scan(CHILDREN, Bytes::from(prefix)..end, Columns::one("count"))
-            .await?
+            .await?;
+        let sum: u64 = items
             .iter()
             .map(|i| {
                 std::str::from_utf8(&i.value)
@@ -65,6 +66,7 @@ impl<S: RowStore> Observer<S> for Propagate {
                     .unwrap()
             })
             .sum();
+
         txn.set(TREE, &parent, "count", sum.to_string())?;
         Ok(())
     }

@@ -52,6 +52,9 @@ async fn all<S: RowStore>(txn: &Transaction<S>, table: &[u8]) -> Result<Vec<Scan
     txn.scan::<Bytes>(table, .., Columns::All).await
 }
 
+/// A document's `hash`, `cluster` and `terms` cells.
+type DocCells = (Option<Bytes>, Option<Bytes>, Option<Bytes>);
+
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -62,8 +65,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     let mut violations = Vec::new();
     let mut summary = IndexSummary::default();
 
-    // url -> (hash, cluster, terms)
-    let mut docs: BTreeMap<Bytes, (Option<Bytes>, Option<Bytes>, Option<Bytes>)> = BTreeMap::new();
+    let mut docs: BTreeMap<Bytes, DocCells> = BTreeMap::new();
     for item in all(&txn, DOCUMENTS).await? {
         let entry = docs.entry(item.row.clone()).or_default();
         match item.column.as_ref() {

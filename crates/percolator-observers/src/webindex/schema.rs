@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn rank_prefers_shallow_short_urls() {
-        let mut urls = vec![
+        let mut urls = [
             &b"http://mirror1.example/site3/p7"[..],
             b"http://site3.example/p7",
             b"http://site3.example/a/p7",
