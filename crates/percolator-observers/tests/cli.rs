@@ -156,3 +156,47 @@ fn load_run_query_stats_scan_status() {
     let (ok, out) = percolator(&db, &["webindex", "load", "--warc", "/nonexistent.warc"]);
     assert!(!ok && out.contains("error"), "{out}");
 }
+
+/// Ctrl-C (SIGINT) during `webindex run --forever` stops the worker gracefully: in-flight runs
+/// finish, and no lock is left in any table.
+#[test]
+fn ctrl_c_stops_gracefully_without_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--synthetic", "300"]);
+    assert!(ok, "{out}");
+    let child = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["webindex", "run", "--forever"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("interrupted: stopped gracefully"), "{text}");
+    let (ok, out) = percolator(&db, &["status"]);
+    assert!(ok, "{out}");
+    for table in [
+        "documents",
+        "links",
+        "clusters",
+        "members",
+        "inlinks",
+        "index",
+    ] {
+        assert!(cell(&out, table).ends_with(", 0 locks"), "{table}: {out}");
+    }
+}

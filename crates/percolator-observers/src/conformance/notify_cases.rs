@@ -263,15 +263,12 @@ pub async fn weak_storm_stays_bounded<F: StoreFactory>(factory: &F) {
     println!("weak storm: {STORM} notifications, {runs} runs, peak {peak} pending");
 }
 
-/// A writer that dies right after its commit point left its observed secondary row locked: the
-/// notification (written at prewrite) is still there and the observer processes the value.
-pub async fn notification_survives_crash_after_commit_point<F: StoreFactory>(factory: &F) {
-    let store = factory.open().await;
-    let columns = counting::<F::Store>().observed_columns();
-    let w = Client::builder(Arc::clone(&store))
+/// A writer that writes `obs/a:x` (primary) and the observed `obs/b:v` = 7, and "dies" at `step`.
+async fn crashed_writer<S: RowStore>(store: &Arc<S>, step: CommitStep) -> Client<S> {
+    let w = Client::builder(Arc::clone(store))
         .config(fast_config())
-        .observe_all(&columns)
-        .commit_hook(Arc::new(CrashAt(CommitStep::AfterCommitPoint)))
+        .observe_all(&counting::<S>().observed_columns())
+        .commit_hook(Arc::new(CrashAt(step)))
         .build()
         .await
         .unwrap();
@@ -279,6 +276,14 @@ pub async fn notification_survives_crash_after_commit_point<F: StoreFactory>(fac
     txn.set(OBS, "a", "x", "primary").unwrap();
     txn.set(OBS, "b", "v", "7").unwrap();
     assert!(matches!(txn.commit().await, Err(Error::InjectedCrash(_))));
+    w
+}
+
+/// A writer that dies right after its commit point left its observed secondary row locked: the
+/// notification (written at prewrite) is still there and the observer processes the value.
+pub async fn notification_survives_crash_after_commit_point<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let w = crashed_writer(&store, CommitStep::AfterCommitPoint).await;
     assert_eq!(
         w.locks(OBS).await.unwrap().len(),
         1,
@@ -295,18 +300,7 @@ pub async fn notification_survives_crash_after_commit_point<F: StoreFactory>(fac
 /// rolled back, and no observer transaction commits (there was no change).
 pub async fn rolled_back_writer_runs_nothing<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    let columns = counting::<F::Store>().observed_columns();
-    let w = Client::builder(Arc::clone(&store))
-        .config(fast_config())
-        .observe_all(&columns)
-        .commit_hook(Arc::new(CrashAt(CommitStep::AfterPrewrites)))
-        .build()
-        .await
-        .unwrap();
-    let mut txn = w.begin().await.unwrap();
-    txn.set(OBS, "a", "x", "primary").unwrap();
-    txn.set(OBS, "b", "v", "7").unwrap();
-    assert!(matches!(txn.commit().await, Err(Error::InjectedCrash(_))));
+    let w = crashed_writer(&store, CommitStep::AfterPrewrites).await;
     assert_eq!(w.pending_notifications(OBS).await.unwrap(), 1);
     let runtime = start(&store, counting()).await;
     idle(&runtime).await;

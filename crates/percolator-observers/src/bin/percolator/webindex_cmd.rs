@@ -159,37 +159,30 @@ pub async fn run<S: RowStore>(
             let client = loader(&store, &oracle).await?;
             let mut total = LoadReport::default();
             let began = Instant::now();
+            let mut batches: Vec<(&str, Vec<CrawledPage>)> = Vec::new();
             if let Some(docs) = args.synthetic {
                 let crawl = SyntheticCrawl::new(docs, args.seed);
-                let pages: Vec<CrawledPage> = if args.generation == 0 {
-                    crawl.initial().collect()
-                } else {
-                    crawl.recrawl(args.generation, args.fraction)
-                };
-                add(
-                    &mut total,
-                    load(
-                        &client,
-                        pages.into_iter().map(Ok::<_, std::convert::Infallible>),
-                        Some(0),
-                        "synthetic",
-                        args.concurrency,
-                    )
-                    .await?,
-                );
+                batches.push((
+                    "synthetic",
+                    if args.generation == 0 {
+                        crawl.initial().collect()
+                    } else {
+                        crawl.recrawl(args.generation, args.fraction)
+                    },
+                ));
             }
             if let Some(dir) = &args.dir {
-                let pages = sources::html_files(dir, args.base_url.as_deref())?;
+                batches.push((
+                    "html files",
+                    sources::html_files(dir, args.base_url.as_deref())?,
+                ));
+            }
+            for (what, pages) in batches {
+                let len = Some(pages.len() as u64);
+                let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
                 add(
                     &mut total,
-                    load(
-                        &client,
-                        pages.into_iter().map(Ok::<_, std::convert::Infallible>),
-                        Some(0),
-                        "html files",
-                        args.concurrency,
-                    )
-                    .await?,
+                    load(&client, pages, len, what, args.concurrency).await?,
                 );
             }
             for path in &args.warc {
@@ -291,6 +284,8 @@ fn add(total: &mut LoadReport, r: LoadReport) {
     total.skipped += r.skipped;
 }
 
+/// Loads a stream of pages with a progress bar (a spinner when the count is unknown: WARC files
+/// are read record by record, never held in memory whole).
 async fn load<S, I, E>(
     client: &Client<S>,
     pages: I,
@@ -303,9 +298,7 @@ where
     I: IntoIterator<Item = Result<CrawledPage, E>>,
     E: std::fmt::Display,
 {
-    let pages: Vec<Result<CrawledPage, E>> = pages.into_iter().collect();
-    let len = len.map(|_| pages.len() as u64);
-    let progress = bar(len.or(Some(pages.len() as u64)), what);
+    let progress = bar(len, what);
     let report = webindex::load_pages(client, pages, concurrency, |_, _| progress.inc(1)).await;
     progress.finish_and_clear();
     Ok(report?)
