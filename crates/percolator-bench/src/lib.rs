@@ -1,0 +1,11 @@
+//! # percolator-bench
+//!
+//! Benchmarks measured as ratios against a baseline in the same run, never as timed assertions:
+//! - [`micro`]: the paper's Figure 8 — raw `RowStore` single-cell writes and reads against
+//!   Percolator single-cell write transactions and snapshot reads (the paper: 0.23 and 0.94),
+//!   8-cell transactions, 1/2/4/8 client tasks — and the timestamp oracle's throughput.
+//!
+//! Everything is generic over `RowStore`; the `percolator-bench` binary picks the backend by
+//! cargo feature and `--backend`, and `cargo xtask bench` drives it.
+
+pub mod micro;
