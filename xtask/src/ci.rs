@@ -39,6 +39,7 @@ pub fn ci() -> Result<Counts, String> {
         "percolator-backend-sled",
         "percolator-backend-tikv",
         "percolator-observers",
+        "percolator-bench",
         "xtask",
     ];
     let rest = if have_nextest() {

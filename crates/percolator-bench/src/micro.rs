@@ -234,25 +234,7 @@ pub async fn run<S: RowStore>(store: Arc<S>, config: &MicroConfig) -> Result<Mic
             }
         })
         .await?;
-        let c = client.clone();
-        let txn_write = closed_loop(clients, config.duration, move || {
-            let c = c.clone();
-            async move {
-                let mut txn = c.begin().await?;
-                txn.set(
-                    TXN_TABLE,
-                    row_key(rand::rng().random_range(0..rows)),
-                    "v",
-                    "0123456789abcdef",
-                )?;
-                match txn.commit().await {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.is_retryable() => Ok(()), // a (rare) conflict: count the attempt
-                    Err(e) => Err(e),
-                }
-            }
-        })
-        .await?;
+        let txn_write = txn_writes(&client, clients, config.duration, rows, 1).await?;
         let c = client.clone();
         let txn_read = closed_loop(clients, config.duration, move || {
             let c = c.clone();
@@ -264,27 +246,13 @@ pub async fn run<S: RowStore>(store: Arc<S>, config: &MicroConfig) -> Result<Mic
             }
         })
         .await?;
-        let c = client.clone();
-        let cells = config.cells_per_txn;
-        let multi = closed_loop(clients, config.duration, move || {
-            let c = c.clone();
-            async move {
-                let mut txn = c.begin().await?;
-                for _ in 0..cells {
-                    txn.set(
-                        TXN_TABLE,
-                        row_key(rand::rng().random_range(0..rows)),
-                        "v",
-                        "0123456789abcdef",
-                    )?;
-                }
-                match txn.commit().await {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.is_retryable() => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
-        })
+        let multi = txn_writes(
+            &client,
+            clients,
+            config.duration,
+            rows,
+            config.cells_per_txn,
+        )
         .await?;
         for (workload, rate) in [
             (RAW_WRITE, raw_write),
@@ -319,6 +287,34 @@ pub async fn run<S: RowStore>(store: Arc<S>, config: &MicroConfig) -> Result<Mic
         report.read_ratio.push((clients, r));
     }
     Ok(report)
+}
+
+/// Write transactions of `cells` random cells each, per second. A (rare) conflict counts as an
+/// attempt, like a lost race would in a real workload.
+async fn txn_writes<S: RowStore>(
+    client: &Client<S>,
+    clients: usize,
+    duration: Duration,
+    rows: usize,
+    cells: usize,
+) -> Result<f64> {
+    let c = client.clone();
+    closed_loop(clients, duration, move || {
+        let c = c.clone();
+        async move {
+            let mut txn = c.begin().await?;
+            for _ in 0..cells {
+                let row = row_key(rand::rng().random_range(0..rows));
+                txn.set(TXN_TABLE, row, "v", "0123456789abcdef")?;
+            }
+            match txn.commit().await {
+                Ok(_) => Ok(()),
+                Err(e) if e.is_retryable() => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await
 }
 
 /// Timestamps per second from `requesters` concurrent tasks (each asks in a tight loop, 1 000

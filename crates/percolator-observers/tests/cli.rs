@@ -25,6 +25,16 @@ fn percolator(db: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// The web index's tables, as `status` lists them.
+const TABLES: [&str; 6] = [
+    "documents",
+    "links",
+    "clusters",
+    "members",
+    "inlinks",
+    "index",
+];
+
 /// The value column of the table row named `key`.
 fn cell(out: &str, key: &str) -> String {
     out.lines()
@@ -129,14 +139,7 @@ fn load_run_query_stats_scan_status() {
 
     let (ok, out) = percolator(&db, &["status"]);
     assert!(ok, "{out}");
-    for table in [
-        "documents",
-        "links",
-        "clusters",
-        "members",
-        "inlinks",
-        "index",
-    ] {
+    for table in TABLES {
         assert_eq!(
             cell(&out, table),
             "0 pending, 0 locks",
@@ -189,14 +192,7 @@ fn ctrl_c_stops_gracefully_without_locks() {
     assert!(text.contains("interrupted: stopped gracefully"), "{text}");
     let (ok, out) = percolator(&db, &["status"]);
     assert!(ok, "{out}");
-    for table in [
-        "documents",
-        "links",
-        "clusters",
-        "members",
-        "inlinks",
-        "index",
-    ] {
+    for table in TABLES {
         assert!(cell(&out, table).ends_with(", 0 locks"), "{table}: {out}");
     }
 }
