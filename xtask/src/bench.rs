@@ -99,7 +99,7 @@ fn freshness(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, Stri
     } else {
         "sled,mem"
     };
-    let mut cmd: Command = cargo();
+    let mut cmd = cargo();
     cmd.args([
         "run",
         "--release",
@@ -124,14 +124,18 @@ fn freshness(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, Stri
         cmd.arg("--quick");
     }
     println!("== freshness on {backend}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("running the freshness experiment: {e}"))?;
+    let report = run_for_json(cmd, &json, &format!("freshness on {backend}"));
     let _ = std::fs::remove_dir_all(&db);
+    report
+}
+
+/// Runs a benchmark command and reads the JSON report it wrote.
+fn run_for_json(mut cmd: Command, json: &Path, what: &str) -> Result<Value, String> {
+    let status = cmd.status().map_err(|e| format!("running {what}: {e}"))?;
     if !status.success() {
-        return Err(format!("freshness on {backend} failed ({status})"));
+        return Err(format!("{what} failed ({status})"));
     }
-    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{}: {e}", json.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
 }
 
@@ -175,7 +179,7 @@ fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
 fn micro(backend: &str, quick: bool) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("micro-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("micro-db-{backend}"));
-    let mut cmd: Command = cargo();
+    let mut cmd = cargo();
     cmd.args([
         "run",
         "--release",
@@ -194,14 +198,7 @@ fn micro(backend: &str, quick: bool) -> Result<Value, String> {
         cmd.arg("--quick");
     }
     println!("== micro (Figure 8, oracle) on {backend}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("running the micro benchmark: {e}"))?;
-    if !status.success() {
-        return Err(format!("micro on {backend} failed ({status})"));
-    }
-    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
+    run_for_json(cmd, &json, &format!("micro on {backend}"))
 }
 
 fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {

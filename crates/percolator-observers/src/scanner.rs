@@ -103,19 +103,16 @@ pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
 /// Returns whether a run started.
 async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
     bump(&shared.metrics.rows_scanned, 1);
-    let observed: u64 = row
+    let unobserved: u64 = row
         .columns
         .iter()
         .filter(|(c, _)| !shared.observers.is_observed(table, c))
         .map(|(_, v)| v.len() as u64)
         .sum();
-    bump(&shared.metrics.unobserved, observed);
-    if row
-        .columns
-        .iter()
-        .all(|(c, _)| !shared.observers.is_observed(table, c))
-    {
-        return false;
+    bump(&shared.metrics.unobserved, unobserved);
+    let versions: u64 = row.columns.iter().map(|(_, v)| v.len() as u64).sum();
+    if unobserved == versions {
+        return false; // nothing this worker observes
     }
     let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
         bump(&shared.metrics.busy_rows, 1);

@@ -108,27 +108,26 @@ impl<S: RowStore> Client<S> {
         let cells = writes.len();
         let mut rows: Vec<RowWrites> = Vec::new();
         for (addr, value) in writes {
-            let observed = self.inner.is_strongly_observed(&addr.table, &addr.column);
-            if observed || notifies.contains(&addr) {
-                notifies.remove(&addr);
+            // A written column is notified if it is strongly observed or the transaction asked
+            // for a weak notification of it.
+            let notify =
+                notifies.remove(&addr) | self.inner.is_strongly_observed(&addr.table, &addr.column);
+            let same_row = rows
+                .last()
+                .is_some_and(|last| last.table == addr.table && last.row == addr.row);
+            if !same_row {
+                rows.push(RowWrites {
+                    table: addr.table.clone(),
+                    row: addr.row.clone(),
+                    columns: Vec::new(),
+                    notify: Vec::new(),
+                });
             }
-            match rows.last_mut() {
-                Some(last) if last.table == addr.table && last.row == addr.row => {
-                    if observed {
-                        last.notify.push(addr.column.clone());
-                    }
-                    last.columns.push((addr.column, value));
+            if let Some(row) = rows.last_mut() {
+                if notify {
+                    row.notify.push(addr.column.clone());
                 }
-                _ => rows.push(RowWrites {
-                    notify: if observed {
-                        vec![addr.column.clone()]
-                    } else {
-                        Vec::new()
-                    },
-                    table: addr.table,
-                    row: addr.row,
-                    columns: vec![(addr.column, value)],
-                }),
+                row.columns.push((addr.column, value));
             }
         }
         // Weak notifications on rows this transaction writes go into that row's prewrite.

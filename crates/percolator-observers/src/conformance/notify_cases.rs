@@ -447,3 +447,22 @@ pub async fn graceful_shutdown_leaves_no_locks<F: StoreFactory>(factory: &F) {
         );
     }
 }
+
+/// A transaction that writes a weakly observed column and asks for its notification: the
+/// notification goes into that row's prewrite and the observer runs.
+pub async fn weak_notify_on_written_column<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let w = client_with(&store, fast_config()).await;
+    let mut txn = w.begin().await.unwrap();
+    txn.set("storm", "hot", "ping", "x").unwrap();
+    txn.notify("storm", "hot", "ping").unwrap();
+    txn.commit().await.unwrap();
+    assert_eq!(w.pending_notifications("storm").await.unwrap(), 1);
+    let mut observers = Observers::new();
+    observers.register(Storm).unwrap();
+    let runtime = start(&store, observers).await;
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let reader = w.begin().await.unwrap();
+    assert_eq!(counter(&reader, "storm_log", b"hot", "runs").await, 1);
+}

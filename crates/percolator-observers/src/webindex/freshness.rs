@@ -148,10 +148,7 @@ pub async fn run<S: RowStore>(
 
     progress(&format!("loading and indexing {} documents", config.docs));
     let began = Instant::now();
-    let pages: Vec<_> = crawl
-        .initial()
-        .map(Ok::<_, std::convert::Infallible>)
-        .collect();
+    let pages = crawl.initial().map(Ok::<_, std::convert::Infallible>);
     super::load::load_pages(&client, pages, config.load_concurrency, |_, _| {})
         .await
         .map_err(|e| match e {
