@@ -1,9 +1,11 @@
 //! `cargo xtask bench`: runs the benchmark binaries in release mode, collects their JSON under
 //! `target/bench/`, renders SVG plots and prints markdown tables.
 //!
-//! Today: the Figure 8 microbenchmarks and oracle throughput (`percolator-bench micro`) and the
-//! freshness experiment (`percolator webindex freshness`, the paper's Figure 7 in miniature), per
-//! backend. (The TPC-E-style benchmark is still to come.)
+//! Per backend: the Figure 8 microbenchmarks and oracle throughput (`percolator-bench micro`),
+//! Zipf-versus-uniform contention (`percolator-bench contention`), the TPC-E-style benchmark
+//! (`percolator-bench tpce`, plus the peer baseline on sled's own transactions whenever sled is
+//! measured), and the freshness experiment (`percolator webindex freshness`, the paper's Figure 7
+//! in miniature).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,13 +55,23 @@ pub fn bench(
     if !only_freshness {
         let mut micro_reports = Vec::new();
         for backend in backends(choice, pd.as_deref()) {
-            if backend == "tikv" {
-                println!("== micro on tikv: not wired yet (the TPC-E benchmarks issue); skipped");
-                continue;
-            }
-            micro_reports.push((backend, micro(backend, quick)?));
+            micro_reports.push((backend, micro(backend, quick, pd.as_deref())?));
         }
         micro_summary(&micro_reports)?;
+        let mut tpce_reports = Vec::new();
+        for backend in backends(choice, pd.as_deref()) {
+            tpce_reports.push((backend, tpce(backend, quick, pd.as_deref())?));
+            if backend == "sled" {
+                tpce_reports.push(("sled-peer", tpce("sled-peer", quick, None)?));
+            }
+        }
+        tpce_summary(&tpce_reports)?;
+        println!(
+            "\n## Contention: Zipf (θ = 0.99) against uniform keys, 2-key read-modify-write transactions\n"
+        );
+        for backend in backends(choice, pd.as_deref()) {
+            contention(backend, quick, pd.as_deref())?;
+        }
     }
     let mut reports = Vec::new();
     for backend in backends(choice, pd.as_deref()) {
@@ -176,23 +188,11 @@ fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
     }
 }
 
-fn micro(backend: &str, quick: bool) -> Result<Value, String> {
+fn micro(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("micro-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("micro-db-{backend}"));
-    let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "percolator-bench",
-        "--bin",
-        "percolator-bench",
-        "--",
-        "micro",
-        "--backend",
-        backend,
-    ]);
+    let mut cmd = bench_binary(backend, pd);
+    cmd.args(["micro", "--backend", backend]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {
         cmd.arg("--quick");
@@ -220,9 +220,10 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
             println!("| {backend} | {clients} | {w:.2} | {r:.2} |");
         }
         println!(
-            "| {backend} oracle | | {:.2} M ts/s (1 requester) | {:.2} M ts/s (64) |",
+            "| {backend} oracle | | {:.2} M ts/s (1 requester) | {:.2} M ts/s (64); {:.1} M ts/s (64, batched) |",
             report["oracle_single"].as_f64().unwrap_or(0.0) / 1e6,
-            report["oracle_concurrent"].as_f64().unwrap_or(0.0) / 1e6
+            report["oracle_concurrent"].as_f64().unwrap_or(0.0) / 1e6,
+            report["oracle_batched"].as_f64().unwrap_or(0.0) / 1e6
         );
         series.push(Series {
             name: format!("write ratio ({backend})"),
@@ -246,5 +247,113 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
     std::fs::write(Path::new(OUT).join("micro.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
     println!("\nJSON and plots: {OUT}/micro-<backend>.json, {OUT}/micro.svg");
+    Ok(())
+}
+
+/// `percolator-bench` with the features a backend needs, and `--pd` for TiKV.
+fn bench_binary(backend: &str, pd: Option<&str>) -> Command {
+    let mut cmd = cargo();
+    cmd.args(["run", "--release", "--quiet", "-p", "percolator-bench"]);
+    if backend == "tikv" {
+        cmd.args(["--features", "tikv"]);
+    }
+    cmd.args(["--bin", "percolator-bench", "--"]);
+    if let Some(pd) = pd.filter(|_| backend == "tikv") {
+        cmd.args(["--pd", pd]);
+    }
+    cmd
+}
+
+fn contention(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+    let json = PathBuf::from(OUT).join(format!("contention-{backend}.json"));
+    let db = PathBuf::from(OUT).join(format!("contention-db-{backend}"));
+    let mut cmd = bench_binary(backend, pd);
+    cmd.args(["contention", "--backend", backend]);
+    cmd.arg("--db").arg(&db).arg("--json").arg(&json);
+    if quick {
+        cmd.arg("--quick");
+    }
+    println!("== contention on {backend}");
+    run_for_json(cmd, &json, &format!("contention on {backend}"))
+}
+
+fn tpce(system: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+    let json = PathBuf::from(OUT).join(format!("tpce-{system}.json"));
+    let db = PathBuf::from(OUT).join(format!("tpce-db-{system}"));
+    let mut cmd = bench_binary(system, pd);
+    cmd.args(["tpce", "--backend", system]);
+    cmd.arg("--db").arg(&db).arg("--json").arg(&json);
+    if quick {
+        cmd.arg("--quick");
+    }
+    println!("== TPC-E-style on {system}");
+    run_for_json(cmd, &json, &format!("tpce on {system}"))
+}
+
+fn tpce_summary(reports: &[(&str, Value)]) -> Result<(), String> {
+    println!(
+        "\n## TPC-E-style brokerage (tpsE = Trade-Results/s; the paper's best single-machine DBMS: ~50 tpsE/core)\n"
+    );
+    println!("| system | customers | tpsE | tpsE/core | txn/s | retries | invariants |");
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let mut series = Vec::new();
+    for (system, report) in reports {
+        let kinds = report["kinds"].as_array().cloned().unwrap_or_default();
+        let retries: u64 = kinds.iter().filter_map(|k| k["retries"].as_u64()).sum();
+        let ok = report["invariants"]["violation_count"].as_u64() == Some(0);
+        println!(
+            "| {system} | {} | {:.0} | {:.0} | {:.0} | {retries} | {} |",
+            report["scale"]["customers"].as_u64().unwrap_or(0),
+            report["tps_e"].as_f64().unwrap_or(0.0),
+            report["tps_e_per_core"].as_f64().unwrap_or(0.0),
+            report["txns_per_sec"].as_f64().unwrap_or(0.0),
+            if ok { "hold" } else { "VIOLATED" }
+        );
+        for name in ["Trade-Order", "Trade-Result"] {
+            if let Some(k) = kinds.iter().find(|k| k["name"] == name) {
+                let at = |key: &str| k[key].as_f64().unwrap_or(0.0).max(0.001);
+                series.push(Series {
+                    name: format!("{name} ({system})"),
+                    points: vec![
+                        (50.0, at("p50_ms")),
+                        (90.0, at("p90_ms")),
+                        (99.0, at("p99_ms")),
+                    ],
+                    dashed: name == "Trade-Result",
+                });
+            }
+        }
+    }
+    let tps = |system: &str| {
+        reports
+            .iter()
+            .find(|(s, _)| *s == system)
+            .and_then(|(_, r)| r["tps_e"].as_f64())
+    };
+    if let (Some(ours), Some(peer)) = (tps("sled"), tps("sled-peer")) {
+        println!(
+            "\nPercolator on sled ÷ sled's own transactions (peer baseline): {:.2} ({ours:.0} vs {peer:.0} tpsE)",
+            ours / peer.max(1e-9)
+        );
+    }
+    if reports
+        .iter()
+        .any(|(_, r)| r["invariants"]["violation_count"].as_u64() != Some(0))
+    {
+        return Err("TPC-E invariants violated (see the table)".into());
+    }
+    let chart = Chart {
+        title: "TPC-E-style latency percentiles (Trade-Result: submission to execution)",
+        x_label: "percentile",
+        y_label: "latency (ms)",
+        log_x: false,
+        log_y: true,
+        series,
+    };
+    std::fs::write(Path::new(OUT).join("tpce.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    println!(
+        "\nPer-type tables: the runs above; JSON and plots: {OUT}/tpce-<system>.json, {OUT}/tpce.svg"
+    );
     Ok(())
 }

@@ -15,8 +15,11 @@
 //! - `rows`: a lock-free [`SkipMap`] from `(table, row)` to the row; a row holds one ordered map
 //!   per family keyed by `(column, Reverse(ts))`, behind the row's latch. No lock spans more
 //!   than one row, so unrelated rows never contend.
-//! - `family_rows[f]`: the rows that currently have cells in family `f`, so that a scan of the
-//!   notify family touches only rows with notifications.
+//! - `family_rows[f]`: the rows that have cells in family `f`, so that a scan of the notify
+//!   family touches only rows with notifications. A row joins the index when it gains a cell in
+//!   `f` and leaves it when a scan of `f` finds it empty, not on every mutation: a commit empties
+//!   the lock family of a row that the next prewrite fills again, and re-indexing it each time
+//!   would double the cost of a transaction.
 //!
 //! ## Limits and guarantees
 //! Calls never wait, but each consumes tokio's cooperative budget so that a task looping over an
@@ -43,10 +46,19 @@ use percolator_core::{
 type RowKey = (Bytes, Bytes);
 type Versions = BTreeMap<(Bytes, Reverse<u64>), Bytes>;
 
-/// One row: a latch over one ordered map per family.
+/// One row: a latch over one ordered map per family, and which family indexes list the row.
 #[derive(Default)]
 struct MemRow {
-    families: RwLock<[Versions; Family::ALL.len()]>,
+    latched: RwLock<RowState>,
+}
+
+/// What a row's latch protects.
+#[derive(Default)]
+struct RowState {
+    families: [Versions; Family::ALL.len()],
+    /// `indexed[f]`: the row is in `family_rows[f]`. Changed only under the row's write latch,
+    /// together with the index itself, so the flag and the index never disagree.
+    indexed: [bool; Family::ALL.len()],
 }
 
 /// The in-memory store. See the crate docs.
@@ -94,39 +106,44 @@ impl MemStore {
 
     fn apply(&self, item: RowMutation) -> MutationOutcome {
         let key = (item.table, item.row);
-        let row = Arc::clone(
-            self.rows
-                .get_or_insert_with(key.clone(), || Arc::new(MemRow::default()))
-                .value(),
-        );
-        let mut families = row.families.write();
+        let row = match self.rows.get(&key) {
+            Some(entry) => Arc::clone(entry.value()),
+            None => Arc::clone(
+                self.rows
+                    .get_or_insert_with(key.clone(), || Arc::new(MemRow::default()))
+                    .value(),
+            ),
+        };
+        let mut state = row.latched.write();
         for (i, condition) in item.conditions.iter().enumerate() {
-            if !holds(&families, condition) {
+            if !holds(&state.families, condition) {
                 return MutationOutcome::ConditionFailed { condition: i };
             }
         }
-        let mut touched = [false; Family::ALL.len()];
         for m in item.mutations {
-            touched[m.family().index()] = true;
-            apply_one(&mut families, m);
-        }
-        // Keep the per-family row indexes in step while still holding the row latch. Scans
-        // consult an index without the latch, so the order matters: a commit moves a row from
-        // the lock index to the write index, and a reader that scans locks and then writes must
-        // find the row in one of them. Every insertion therefore happens before any removal.
-        for family in Family::ALL {
-            let f = family.index();
-            if touched[f] && !families[f].is_empty() && !self.family_rows[f].contains_key(&key) {
+            let f = m.family().index();
+            apply_one(&mut state.families, m);
+            // Index the row in every family it now has cells in, while still holding the latch.
+            // Rows are never removed here, only by a scan that finds the family empty
+            // (`prune`), so a commit moving a row from the lock family to the write family
+            // never leaves it missing from both indexes.
+            if !state.indexed[f] && !state.families[f].is_empty() {
+                state.indexed[f] = true;
                 self.family_rows[f].insert(key.clone(), Arc::clone(&row));
             }
         }
-        for family in Family::ALL {
-            let f = family.index();
-            if touched[f] && families[f].is_empty() {
-                self.family_rows[f].remove(&key);
-            }
-        }
         MutationOutcome::Applied
+    }
+
+    /// Drops `key` from family `f`'s index if the row has no cells left in `f`. Checked and done
+    /// under the row's write latch, so a concurrent mutation either re-indexes the row after us
+    /// or finds it still indexed.
+    fn prune(&self, f: usize, key: &RowKey, row: &MemRow) {
+        let mut state = row.latched.write();
+        if state.indexed[f] && state.families[f].is_empty() {
+            state.indexed[f] = false;
+            self.family_rows[f].remove(key);
+        }
     }
 }
 
@@ -203,10 +220,17 @@ fn select(map: &Versions, read: &FamilyRead) -> Vec<Cell> {
             .filter(|((_, Reverse(ts)), _)| read.ts.contains(*ts))
             .for_each(&mut push),
         Columns::Only(list) => {
-            let mut list = list.clone();
-            list.sort();
-            list.dedup();
-            for column in &list {
+            let sorted;
+            let list = if list.is_sorted_by(|a, b| a < b) {
+                list
+            } else {
+                let mut copy = list.clone();
+                copy.sort();
+                copy.dedup();
+                sorted = copy;
+                &sorted
+            };
+            for column in list {
                 let limit = read.max_versions.unwrap_or(usize::MAX);
                 versions(map, column, read.ts)
                     .into_iter()
@@ -236,11 +260,11 @@ impl RowStore for MemStore {
         let Some(row) = self.row(&(request.table, request.row)) else {
             return Ok(vec![Vec::new(); request.reads.len()]);
         };
-        let families = row.families.read();
+        let state = row.latched.read();
         Ok(request
             .reads
             .iter()
-            .map(|read| select(&families[read.family.index()], read))
+            .map(|read| select(&state.families[read.family.index()], read))
             .collect())
     }
 
@@ -262,11 +286,17 @@ impl RowStore for MemStore {
             if request.row_limit.is_some_and(|limit| out.len() >= limit) {
                 break;
             }
-            let cells = {
-                let families = entry.value().families.read();
-                select(&families[request.read.family.index()], &request.read)
+            let f = request.read.family.index();
+            let (cells, emptied) = {
+                let state = entry.value().latched.read();
+                (
+                    select(&state.families[f], &request.read),
+                    state.families[f].is_empty(),
+                )
             };
-            if !cells.is_empty() {
+            if emptied {
+                self.prune(f, entry.key(), entry.value());
+            } else if !cells.is_empty() {
                 out.push(RowCells {
                     row: r.clone(),
                     cells,

@@ -4,8 +4,15 @@
 //! - [`micro`]: the paper's Figure 8 — raw `RowStore` single-cell writes and reads against
 //!   Percolator single-cell write transactions and snapshot reads (the paper: 0.23 and 0.94),
 //!   8-cell transactions, 1/2/4/8 client tasks — and the timestamp oracle's throughput.
+//! - [`contention`]: read-modify-write transactions on Zipf-skewed (θ = 0.99) versus uniform
+//!   keys — goodput and abort rate.
+//! - [`tpce`]: a TPC-E-style brokerage workload (paper §3.3) with the market emulator as an
+//!   observer, on Percolator over any backend and on sled's own transactions (the peer
+//!   baseline), reporting tpsE, per-type latency, conflicts, the measured mix and invariants.
 //!
 //! Everything is generic over `RowStore`; the `percolator-bench` binary picks the backend by
 //! cargo feature and `--backend`, and `cargo xtask bench` drives it.
 
+pub mod contention;
 pub mod micro;
+pub mod tpce;

@@ -1,7 +1,7 @@
 //! Timestamp oracle (paper §2.3): strictly increasing timestamps, never backwards across restarts.
 //!
 //! [`LocalOracle`] serves timestamps from an in-memory window `[next, limit)` with one atomic
-//! compare-and-swap each; when the window is used up, exactly one caller per process (a
+//! add each; when the window is used up, exactly one caller per process (a
 //! single-flight async mutex) extends it by persisting a new **high-water mark** `limit + window`
 //! into the store (a compare-and-swap on the old mark, then [`RowStore::sync`]) *before* handing
 //! out any timestamp below it. All concurrent callers that hit the end of the window wait on that
@@ -40,6 +40,30 @@ pub trait TimestampOracle: Send + Sync + 'static {
     /// A timestamp greater than every timestamp this oracle returned before (in this process or
     /// an earlier one).
     async fn timestamp(&self) -> Result<u64>;
+
+    /// A timestamp if one is at hand without waiting (an in-process window), else `None`; then
+    /// call [`Self::timestamp`]. Callers on the hot path try this first: it costs no future.
+    fn timestamp_now(&self) -> Option<u64> {
+        None
+    }
+
+    /// `count` (at least 1) consecutive timestamps, returned as the first of them: one request
+    /// for a batch of callers (the paper's oracle batches requests the same way).
+    async fn timestamps(&self, count: u64) -> Result<u64> {
+        let first = self.timestamp().await?;
+        for _ in 1..count {
+            self.timestamp().await?;
+        }
+        Ok(first)
+    }
+}
+
+/// A timestamp from `oracle`: its window if it has one at hand, else a request.
+pub async fn next_timestamp(oracle: &dyn TimestampOracle) -> Result<u64> {
+    match oracle.timestamp_now() {
+        Some(ts) => Ok(ts),
+        None => oracle.timestamp().await,
+    }
 }
 
 /// Default window persisted per allocation.
@@ -135,31 +159,34 @@ impl<S: RowStore> LocalOracle<S> {
         self.limit.load(Ordering::Acquire)
     }
 
-    fn try_take(&self) -> Option<u64> {
-        let mut current = self.next.load(Ordering::Relaxed);
-        loop {
-            if current >= self.limit.load(Ordering::Acquire) {
-                return None;
-            }
-            match self.next.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(current),
-                Err(actual) => current = actual,
-            }
+    /// One timestamp from the window, or the limit that was exhausted. One atomic add, no
+    /// compare-and-swap loop: a caller that overshoots the limit just wastes that number (it
+    /// is never handed out), so concurrent requesters never retry against each other.
+    fn try_take(&self) -> std::result::Result<u64, u64> {
+        self.try_take_many(1)
+    }
+
+    /// The first of `count` consecutive timestamps, all below the limit, or the limit.
+    fn try_take_many(&self, count: u64) -> std::result::Result<u64, u64> {
+        let limit = self.limit.load(Ordering::Acquire);
+        let first = self.next.fetch_add(count, Ordering::AcqRel);
+        // Every published limit is already persisted, so any number below one is safe to use.
+        match first.checked_add(count) {
+            Some(end) if end <= limit => Ok(first),
+            _ => Err(limit),
         }
     }
 
-    async fn extend(&self) -> Result<()> {
+    /// Extends the window past `exhausted` (a limit a caller ran into).
+    async fn extend(&self, exhausted: u64) -> Result<()> {
         let mut persisted = self.refill.lock().await;
         let old = self.limit.load(Ordering::Acquire);
-        if self.next.load(Ordering::Acquire) < old {
+        if old > exhausted {
             return Ok(()); // another caller extended the window while we waited
         }
-        let new = old
+        // Callers that overshot moved `next` past the old limit; the new window starts there.
+        let from = old.max(self.next.load(Ordering::Acquire));
+        let new = from
             .checked_add(self.window)
             .ok_or_else(|| Error::Oracle("timestamp space exhausted".into()))?;
         let new_bytes = encode_mark(new, self.id);
@@ -215,10 +242,24 @@ impl<S: RowStore> LocalOracle<S> {
 impl<S: RowStore> TimestampOracle for LocalOracle<S> {
     async fn timestamp(&self) -> Result<u64> {
         loop {
-            if let Some(ts) = self.try_take() {
-                return Ok(ts);
+            match self.try_take() {
+                Ok(ts) => return Ok(ts),
+                Err(exhausted) => self.extend(exhausted).await?,
             }
-            self.extend().await?;
+        }
+    }
+
+    fn timestamp_now(&self) -> Option<u64> {
+        self.try_take().ok()
+    }
+
+    async fn timestamps(&self, count: u64) -> Result<u64> {
+        let count = count.clamp(1, self.window);
+        loop {
+            match self.try_take_many(count) {
+                Ok(first) => return Ok(first),
+                Err(exhausted) => self.extend(exhausted).await?,
+            }
         }
     }
 }

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! percolator-bench micro --backend sled --db target/bench/db [--quick] [--json FILE]
+//! percolator-bench contention --backend mem|sled [--quick] [--json FILE]
+//! percolator-bench tpce --backend mem|sled|sled-peer [--customers N] [--secs S] [--quick] [--json FILE]
 //! ```
 
 use std::path::PathBuf;
@@ -10,12 +12,15 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use percolator_bench::micro::{self, MicroConfig};
+use percolator_bench::{contention, tpce};
 
 #[derive(Parser)]
 #[command(about = "percolator-rs benchmarks")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    tikv: TikvArgs,
 }
 
 #[derive(Subcommand)]
@@ -35,6 +40,61 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Zipf-skewed (θ = 0.99) versus uniform keys: goodput and abort rate.
+    Contention {
+        /// Backend.
+        #[arg(long, value_enum)]
+        backend: Backend,
+        /// Database directory (sled); emptied first.
+        #[arg(long, default_value = "target/bench/contention-db")]
+        db: PathBuf,
+        /// Short measurements (a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The TPC-E-style brokerage benchmark (tpsE, per-type latency, conflicts, invariants).
+    Tpce {
+        /// System under test.
+        #[arg(long, value_enum)]
+        backend: TpceSystem,
+        /// Database directory (sled, sled-peer); emptied first.
+        #[arg(long, default_value = "target/bench/tpce-db")]
+        db: PathBuf,
+        /// The smoke configuration (300 customers, 2 s) instead of the full one (2 000, 10 s).
+        #[arg(long)]
+        quick: bool,
+        /// Customers to load (overrides the configuration).
+        #[arg(long)]
+        customers: Option<u64>,
+        /// Measured seconds (overrides the configuration).
+        #[arg(long)]
+        secs: Option<f64>,
+        /// Client tasks (overrides the configuration).
+        #[arg(long)]
+        clients: Option<usize>,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+/// Systems the TPC-E-style benchmark can drive.
+#[derive(Clone, Copy, ValueEnum)]
+enum TpceSystem {
+    /// Percolator over the in-memory backend.
+    #[cfg(feature = "mem")]
+    Mem,
+    /// Percolator over the sled backend.
+    #[cfg(feature = "sled")]
+    Sled,
+    /// The peer baseline: sled's own transactions.
+    SledPeer,
+    /// Percolator over a TiKV cluster (`--pd`), with PD's TSO as the oracle.
+    #[cfg(feature = "tikv")]
+    Tikv,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -43,12 +103,48 @@ enum Backend {
     Mem,
     #[cfg(feature = "sled")]
     Sled,
+    /// A TiKV cluster (`--pd`), with PD's TSO as the oracle.
+    #[cfg(feature = "tikv")]
+    Tikv,
+}
+
+/// Where a TiKV cluster is (used by `--backend tikv`).
+#[derive(clap::Args, Clone, Default)]
+struct TikvArgs {
+    /// PD endpoints, comma-separated.
+    #[arg(long, env = "PERCOLATOR_TIKV_PD", value_delimiter = ',', global = true)]
+    pd: Vec<String>,
+    /// Key prefix isolating this run's data in the cluster.
+    #[arg(long, default_value = "bench", global = true)]
+    namespace: String,
+}
+
+#[cfg(feature = "tikv")]
+async fn open_tikv(
+    args: &TikvArgs,
+) -> Result<
+    (
+        Arc<percolator_backend_tikv::TikvStore<percolator_backend_tikv::TikvClient>>,
+        Arc<dyn percolator_core::TimestampOracle>,
+    ),
+    BoxError,
+> {
+    use percolator_backend_tikv::{PdOracle, TikvConfig, TikvStore};
+    if args.pd.is_empty() {
+        return Err("--backend tikv needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
+    }
+    let namespace = format!("{}-{}", args.namespace, std::process::id());
+    let store = TikvStore::connect(&TikvConfig::new(args.pd.clone()), namespace.as_bytes()).await?;
+    let oracle: Arc<dyn percolator_core::TimestampOracle> =
+        Arc::new(PdOracle::new(Arc::clone(store.api())));
+    Ok((Arc::new(store), oracle))
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn micro_on<S: percolator_core::RowStore>(
     store: Arc<S>,
+    oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
     quick: bool,
     json: Option<&PathBuf>,
 ) -> Result<(), BoxError> {
@@ -57,44 +153,146 @@ async fn micro_on<S: percolator_core::RowStore>(
     } else {
         MicroConfig::full()
     };
-    let report = micro::run(store, &config).await?;
+    let report = micro::run_with_oracle(store, oracle, &config).await?;
     print!("{}", report.table());
-    if let Some(path) = json {
+    write_json(json, &report)
+}
+
+fn write_json(path: Option<&PathBuf>, value: &impl serde::Serialize) -> Result<(), BoxError> {
+    if let Some(path) = path {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        std::fs::write(path, serde_json::to_vec_pretty(value)?)?;
     }
     Ok(())
 }
 
+async fn tpce(
+    system: TpceSystem,
+    db: &std::path::Path,
+    config: &tpce::TpceConfig,
+    tikv: &TikvArgs,
+) -> Result<tpce::TpceReport, BoxError> {
+    let _ = tikv;
+    let _ = std::fs::remove_dir_all(db);
+    let report = match system {
+        #[cfg(feature = "mem")]
+        TpceSystem::Mem => {
+            tpce::run_percolator(Arc::new(percolator_backend_mem::MemStore::new()), config).await?
+        }
+        #[cfg(feature = "sled")]
+        TpceSystem::Sled => {
+            let store = percolator_backend_sled::SledStore::open(db)?;
+            tpce::run_percolator(Arc::new(store), config).await?
+        }
+        TpceSystem::SledPeer => tpce::run_sled_peer(db, config).await?,
+        #[cfg(feature = "tikv")]
+        TpceSystem::Tikv => {
+            let (store, oracle) = open_tikv(tikv).await?;
+            tpce::run_percolator_with_oracle(store, Some(oracle), config).await?
+        }
+    };
+    let _ = std::fs::remove_dir_all(db);
+    Ok(report)
+}
+
+async fn contention_on<S: percolator_core::RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
+    quick: bool,
+    json: Option<&PathBuf>,
+) -> Result<(), BoxError> {
+    let config = if quick {
+        contention::ContentionConfig::quick()
+    } else {
+        contention::ContentionConfig::full()
+    };
+    let report = contention::run(store, oracle, &config).await?;
+    print!("{}", report.table());
+    write_json(json, &report)
+}
+
+/// Evaluates `$body` with `$store` (an `Arc` of the chosen backend) and `$oracle` (PD's TSO for
+/// TiKV, else `None`); a sled database directory is emptied before and after.
+macro_rules! with_backend {
+    ($backend:expr, $db:expr, $tikv:expr, |$store:ident, $oracle:ident| $body:expr) => {{
+        let _ = (&$db, &$tikv);
+        match $backend {
+            #[cfg(feature = "mem")]
+            Backend::Mem => {
+                let $store = Arc::new(percolator_backend_mem::MemStore::new());
+                let $oracle = None;
+                $body
+            }
+            #[cfg(feature = "sled")]
+            Backend::Sled => {
+                let _ = std::fs::remove_dir_all(&$db);
+                let $store = Arc::new(percolator_backend_sled::SledStore::open(&$db)?);
+                let $oracle = None;
+                let result = $body;
+                let _ = std::fs::remove_dir_all(&$db);
+                result
+            }
+            #[cfg(feature = "tikv")]
+            Backend::Tikv => {
+                let ($store, oracle) = open_tikv(&$tikv).await?;
+                let $oracle = Some(oracle);
+                $body
+            }
+        }
+    }};
+}
+
 async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
+        Command::Contention {
+            backend,
+            db,
+            quick,
+            json,
+        } => with_backend!(backend, db, cli.tikv, |store, oracle| {
+            contention_on(store, oracle, quick, json.as_ref()).await
+        }),
+        Command::Tpce {
+            backend,
+            db,
+            quick,
+            customers,
+            secs,
+            clients,
+            json,
+        } => {
+            let mut config = if quick {
+                tpce::TpceConfig::quick()
+            } else {
+                tpce::TpceConfig::full()
+            };
+            if let Some(c) = customers {
+                config.customers = c;
+            }
+            if let Some(s) = secs {
+                config.duration = std::time::Duration::from_secs_f64(s.max(0.1));
+            }
+            if let Some(c) = clients {
+                config.clients = c;
+            }
+            let report = tpce(backend, &db, &config, &cli.tikv).await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.invariants.ok() {
+                return Err("TPC-E invariants violated".into());
+            }
+            Ok(())
+        }
         Command::Micro {
             backend,
             db,
             quick,
             json,
-        } => match backend {
-            #[cfg(feature = "mem")]
-            Backend::Mem => {
-                let _ = &db;
-                micro_on(
-                    Arc::new(percolator_backend_mem::MemStore::new()),
-                    quick,
-                    json.as_ref(),
-                )
-                .await
-            }
-            #[cfg(feature = "sled")]
-            Backend::Sled => {
-                let _ = std::fs::remove_dir_all(&db);
-                let store = percolator_backend_sled::SledStore::open(&db)?;
-                let result = micro_on(Arc::new(store), quick, json.as_ref()).await;
-                let _ = std::fs::remove_dir_all(&db);
-                result
-            }
-        },
+        } => with_backend!(backend, db, cli.tikv, |store, oracle| {
+            micro_on(store, oracle, quick, json.as_ref()).await
+        }),
     }
 }
 

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::FutureExt as _;
 
 use crate::error::{Error, Result, StoreError};
 use crate::liveness::now_ms;
@@ -73,16 +74,6 @@ impl RowWrites {
 const PREWRITE_ATTEMPTS: usize = 3;
 /// How many times a store call with an unknown outcome is retried during commit.
 const AMBIGUOUS_ATTEMPTS: usize = 3;
-
-/// Aborts the heartbeat task when the commit finishes or is dropped (a "crashed" process stops
-/// heartbeating).
-struct Heartbeat(tokio::task::JoinHandle<()>);
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 async fn checkpoint(
     hook: Option<&Arc<dyn CommitHook>>,
@@ -177,7 +168,12 @@ impl<S: RowStore> Client<S> {
         let notify_record = NotifyRecord {
             writer: Some(primary.clone()),
         };
-        let notify_value = notify_record.encode();
+        // Encoded only if some cell is notified (most transactions notify nothing).
+        let notify_value = if notify_only.is_empty() && rows.iter().all(|r| r.notify.is_empty()) {
+            Bytes::new()
+        } else {
+            notify_record.encode()
+        };
         let hook = hook.as_ref();
 
         checkpoint(hook, CommitStep::BeforePrewrite, start_ts).await?;
@@ -199,31 +195,36 @@ impl<S: RowStore> Client<S> {
             },
             ..lock.clone()
         };
-        let heartbeat = self.spawn_heartbeat(primary.clone(), start_ts, primary_lock);
-        if let Err(e) = self
-            .prewrite_rows(&rows[1..], start_ts, &lock, &notify_value)
-            .await
-        {
-            self.abort_prewritten(&rows, start_ts).await;
-            if matches!(e, Error::Conflict { .. }) {
-                self.inner.metrics.conflicted();
+        // From here to the commit point the primary lock must look alive even if the commit is
+        // slow. A commit that completes without waiting needs no heartbeat (no task is spawned).
+        let to_commit_point = async {
+            if let Err(e) = self
+                .prewrite_rows(&rows[1..], start_ts, &lock, &notify_value)
+                .await
+            {
+                self.abort_prewritten(&rows, start_ts).await;
+                if matches!(e, Error::Conflict { .. }) {
+                    self.inner.metrics.conflicted();
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        if let Err(e) = self
-            .write_notifications(&notify_only, start_ts, &notify_record)
-            .await
-        {
-            self.abort_prewritten(&rows, start_ts).await;
-            return Err(e);
-        }
-        checkpoint(hook, CommitStep::AfterPrewrites, start_ts).await?;
-
-        let commit_ts = self.inner.oracle.timestamp().await?;
-        checkpoint(hook, CommitStep::BeforeCommitPoint, start_ts).await?;
-        self.commit_primary(&rows[0], &primary, start_ts, commit_ts)
+            if let Err(e) = self
+                .write_notifications(&notify_only, start_ts, &notify_record)
+                .await
+            {
+                self.abort_prewritten(&rows, start_ts).await;
+                return Err(e);
+            }
+            checkpoint(hook, CommitStep::AfterPrewrites, start_ts).await?;
+            let commit_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+            checkpoint(hook, CommitStep::BeforeCommitPoint, start_ts).await?;
+            self.commit_primary(&rows[0], &primary, start_ts, commit_ts)
+                .await?;
+            Ok(commit_ts)
+        };
+        let commit_ts = self
+            .with_heartbeat(&primary, start_ts, primary_lock, to_commit_point)
             .await?;
-        drop(heartbeat);
         if self.config().durable_commits
             && let Err(source) = self.inner.store.sync().await
         {
@@ -530,25 +531,47 @@ impl<S: RowStore> Client<S> {
         }
     }
 
-    fn spawn_heartbeat(&self, primary: CellAddr, start_ts: u64, lock: LockRecord) -> Heartbeat {
-        let inner = Arc::clone(&self.inner);
+    /// Runs `work` while keeping the primary lock's wall time fresh (paper §2.2: a worker that
+    /// is alive and committing must not be mistaken for a dead one). The heartbeat runs in this
+    /// task, beside `work`, and only if `work` has to wait at all; it stops when `work` finishes
+    /// or is dropped (a "crashed" commit stops heartbeating).
+    async fn with_heartbeat<T>(
+        &self,
+        primary: &CellAddr,
+        start_ts: u64,
+        lock: LockRecord,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let mut work = std::pin::pin!(work);
+        if let Some(out) = (&mut work).now_or_never() {
+            return out;
+        }
+        tokio::select! {
+            biased;
+            out = &mut work => return out,
+            () = self.heartbeat(primary, start_ts, lock) => {}
+        }
+        work.await
+    }
+
+    /// Refreshes the primary lock every heartbeat interval until it is gone (committed or rolled
+    /// back).
+    async fn heartbeat(&self, primary: &CellAddr, start_ts: u64, mut lock: LockRecord) {
         let interval = self.config().heartbeat_interval();
-        Heartbeat(tokio::spawn(async move {
-            let mut lock = lock;
-            loop {
-                tokio::time::sleep(interval).await;
-                lock.wall_ms = now_ms();
-                let refreshed = inner
-                    .store
-                    .mutate_rows(vec![layout::refresh_lock(&primary, start_ts, &lock)])
-                    .await;
-                if let Ok(outcome) = refreshed
-                    && !outcome.first().is_some_and(|o| o.applied())
-                {
-                    return; // committed or rolled back: nothing left to keep alive
-                }
+        loop {
+            tokio::time::sleep(interval).await;
+            lock.wall_ms = now_ms();
+            let refreshed = self
+                .inner
+                .store
+                .mutate_rows(vec![layout::refresh_lock(primary, start_ts, &lock)])
+                .await;
+            if let Ok(outcome) = refreshed
+                && !outcome.first().is_some_and(|o| o.applied())
+            {
+                return;
             }
-        }))
+        }
     }
 }
 

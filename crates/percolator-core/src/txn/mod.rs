@@ -392,7 +392,7 @@ impl<S: RowStore> Client<S> {
 
     /// Begins a transaction at a fresh start timestamp.
     pub async fn begin(&self) -> Result<Transaction<S>> {
-        let start_ts = self.inner.oracle.timestamp().await?;
+        let start_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
         Ok(Transaction {
             client: self.clone(),
             start_ts,

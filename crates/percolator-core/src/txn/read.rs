@@ -23,7 +23,7 @@ use super::{ClientInner, ScanItem, Versioned};
 
 /// Newest write records read per column before falling back to all versions (rollback records
 /// of other transactions can hide the newest committed one).
-const WRITE_PREFETCH: usize = 4;
+const WRITE_PREFETCH: usize = 2;
 
 impl<S: RowStore> ClientInner<S> {
     /// Reads `addr` as of `read_ts`, resolving or waiting out locks at or below `read_ts`.
