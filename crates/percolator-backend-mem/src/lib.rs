@@ -21,6 +21,21 @@
 //!   the lock family of a row that the next prewrite fills again, and re-indexing it each time
 //!   would double the cost of a transaction.
 //!
+//! ## Snapshot reads and one-phase commit
+//! The store keeps the newest `snapshot_ts` any read or scan was admitted at (one atomic, like
+//! TiKV's `max_ts`), so that it can check [`Condition::NoSnapshotReadSince`] and single-row
+//! transactions commit in one mutation. The argument that no admitted reader misses such a
+//! mutation:
+//! - a reader raises the maximum *before* it looks anything up; a mutation checks it under its
+//!   row's write latch, *after* making the row findable (in `rows` and in the family index of
+//!   every family it puts into); both sides put a `SeqCst` fence between the two steps;
+//! - so either the mutation sees the reader's timestamp and fails, or the reader's lookup comes
+//!   after the row became findable; it then finds the row (also in a scan, also for a row that
+//!   did not exist before) and waits on the row latch until the mutation is applied.
+//!
+//! A row indexed by a mutation whose conditions then fail is left in the index with an empty
+//! family and pruned by the next scan, as below.
+//!
 //! ## Limits and guarantees
 //! Calls never wait, but each consumes tokio's cooperative budget so that a task looping over an
 //! always-ready store still yields to the scheduler (timers, other tasks).
@@ -32,6 +47,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -65,6 +81,8 @@ struct RowState {
 pub struct MemStore {
     rows: SkipMap<RowKey, Arc<MemRow>>,
     family_rows: [SkipMap<RowKey, Arc<MemRow>>; Family::ALL.len()],
+    /// The newest `snapshot_ts` a read or scan was admitted at (see the crate docs).
+    newest_snapshot: AtomicU64,
 }
 
 impl Default for MemStore {
@@ -83,6 +101,7 @@ impl std::fmt::Debug for MemStore {
 
 /// The limits of [`MemStore`].
 pub const MEM_LIMITS: StoreLimits = StoreLimits {
+    tracks_snapshot_reads: true,
     max_key_bytes: 16 * 1024,
     max_value_bytes: 32 * 1024 * 1024,
     max_batch_rows: 100_000,
@@ -97,6 +116,17 @@ impl MemStore {
         Self {
             rows: SkipMap::new(),
             family_rows: std::array::from_fn(|_| SkipMap::new()),
+            newest_snapshot: AtomicU64::new(0),
+        }
+    }
+
+    /// Admits a snapshot read at `ts` before it looks anything up (see the crate docs).
+    fn admit(&self, snapshot_ts: Option<u64>) {
+        if let Some(ts) = snapshot_ts {
+            if self.newest_snapshot.load(Ordering::SeqCst) < ts {
+                self.newest_snapshot.fetch_max(ts, Ordering::SeqCst);
+            }
+            fence(Ordering::SeqCst);
         }
     }
 
@@ -115,22 +145,25 @@ impl MemStore {
             ),
         };
         let mut state = row.latched.write();
+        // Index the row in every family it puts into before checking anything, while holding
+        // the latch: a scan admitted after the checks must find the row (crate docs). Rows are
+        // never removed here, only by a scan that finds the family empty (`prune`), so a commit
+        // moving a row from the lock family to the write family never leaves it missing from
+        // both indexes.
+        for m in &item.mutations {
+            let f = m.family().index();
+            if matches!(m, Mutation::Put { .. }) && !state.indexed[f] {
+                state.indexed[f] = true;
+                self.family_rows[f].insert(key.clone(), Arc::clone(&row));
+            }
+        }
         for (i, condition) in item.conditions.iter().enumerate() {
-            if !holds(&state.families, condition) {
+            if !self.holds(&state.families, condition) {
                 return MutationOutcome::ConditionFailed { condition: i };
             }
         }
         for m in item.mutations {
-            let f = m.family().index();
             apply_one(&mut state.families, m);
-            // Index the row in every family it now has cells in, while still holding the latch.
-            // Rows are never removed here, only by a scan that finds the family empty
-            // (`prune`), so a commit moving a row from the lock family to the write family
-            // never leaves it missing from both indexes.
-            if !state.indexed[f] && !state.families[f].is_empty() {
-                state.indexed[f] = true;
-                self.family_rows[f].insert(key.clone(), Arc::clone(&row));
-            }
         }
         MutationOutcome::Applied
     }
@@ -160,20 +193,28 @@ fn versions<'a>(
     Some(map.range((column.clone(), Reverse(ts.hi))..=(column.clone(), Reverse(ts.lo))))
 }
 
-fn holds(families: &[Versions; Family::ALL.len()], condition: &Condition) -> bool {
-    match condition {
-        Condition::Absent { family, column, ts } => {
-            versions(&families[family.index()], column, *ts).is_none_or(|mut r| r.next().is_none())
+impl MemStore {
+    fn holds(&self, families: &[Versions; Family::ALL.len()], condition: &Condition) -> bool {
+        match condition {
+            Condition::NoSnapshotReadSince { ts } => {
+                // Orders the row's indexing (and creation) before this load; see the crate docs.
+                fence(Ordering::SeqCst);
+                self.newest_snapshot.load(Ordering::SeqCst) < *ts
+            }
+            Condition::Absent { family, column, ts } => {
+                versions(&families[family.index()], column, *ts)
+                    .is_none_or(|mut r| r.next().is_none())
+            }
+            Condition::Exists { family, column, ts } => {
+                families[family.index()].contains_key(&(column.clone(), Reverse(*ts)))
+            }
+            Condition::Equals {
+                family,
+                column,
+                ts,
+                value,
+            } => families[family.index()].get(&(column.clone(), Reverse(*ts))) == Some(value),
         }
-        Condition::Exists { family, column, ts } => {
-            families[family.index()].contains_key(&(column.clone(), Reverse(*ts)))
-        }
-        Condition::Equals {
-            family,
-            column,
-            ts,
-            value,
-        } => families[family.index()].get(&(column.clone(), Reverse(*ts))) == Some(value),
     }
 }
 
@@ -257,6 +298,7 @@ impl RowStore for MemStore {
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         // Every call completes without waiting; let tokio's budget preempt busy tasks anyway.
         tokio::task::consume_budget().await;
+        self.admit(request.snapshot_ts);
         let Some(row) = self.row(&(request.table, request.row)) else {
             return Ok(vec![Vec::new(); request.reads.len()]);
         };
@@ -270,6 +312,7 @@ impl RowStore for MemStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
+        self.admit(request.snapshot_ts);
         let table = request.table.clone();
         let lower: Bound<RowKey> = match &request.start {
             Bound::Included(r) => Bound::Included((table.clone(), r.clone())),

@@ -77,6 +77,7 @@ pub use oracle::PdOracle;
 
 /// The limits of [`TikvStore`].
 pub const TIKV_LIMITS: StoreLimits = StoreLimits {
+    tracks_snapshot_reads: false,
     max_key_bytes: 4 * 1024,
     max_value_bytes: 4 * 1024 * 1024,
     max_batch_rows: 1024,
@@ -293,6 +294,9 @@ impl<A: KvApi> TikvStore<A> {
         condition: &Condition,
     ) -> Result<bool, KvError> {
         Ok(match condition {
+            // Snapshot reads are not tracked (`tracks_snapshot_reads: false`): TiKV keeps its
+            // `max_ts` per node, out of reach of its client APIs.
+            Condition::NoSnapshotReadSince { .. } => false,
             Condition::Absent { ts, .. } if ts.is_empty() => true,
             Condition::Absent { family, column, ts } => {
                 let (start, end) = self.version_range(*family, table, row, column, *ts);
@@ -546,6 +550,7 @@ mod tests {
 
     fn read(table: &str, row: &str) -> ReadRow {
         ReadRow {
+            snapshot_ts: None,
             table: Bytes::copy_from_slice(table.as_bytes()),
             row: Bytes::copy_from_slice(row.as_bytes()),
             reads: vec![FamilyRead::all(Family::Data)],

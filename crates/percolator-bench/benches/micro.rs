@@ -87,6 +87,7 @@ fn figure8(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let cells = store
                 .read_row(ReadRow {
+                    snapshot_ts: None,
                     table: Bytes::from_static(b"bench_raw"),
                     row: row(next()),
                     reads: vec![

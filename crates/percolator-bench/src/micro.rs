@@ -244,6 +244,7 @@ pub async fn run_with_oracle<S: RowStore>(
             async move {
                 let row = row_key(rand::rng().random_range(0..rows));
                 s.read_row(ReadRow {
+                    snapshot_ts: None,
                     table: Bytes::from_static(RAW_TABLE.as_bytes()),
                     row,
                     reads: vec![

@@ -88,6 +88,7 @@ impl<S: RowStore> Liveness for StoreLiveness<S> {
         let cells = self
             .store
             .read_row(ReadRow {
+                snapshot_ts: None,
                 table: Bytes::from_static(WORKERS_TABLE),
                 row: Bytes::copy_from_slice(&worker.to_be_bytes()),
                 reads: vec![

@@ -267,6 +267,7 @@ impl<S: RowStore> TimestampOracle for LocalOracle<S> {
 async fn read_mark_bytes<S: RowStore>(store: &S) -> Result<Option<Bytes>> {
     let cells = store
         .read_row(ReadRow {
+            snapshot_ts: None,
             table: Bytes::from_static(tables::META_TABLE),
             row: Bytes::from_static(tables::ORACLE_ROW),
             reads: vec![

@@ -196,6 +196,11 @@ pub struct ReadRow {
     pub row: Bytes,
     /// Families to read; the answer has one entry per element, in the same order.
     pub reads: Vec<FamilyRead>,
+    /// The start timestamp of the transaction whose snapshot this read serves, `None` for
+    /// protocol bookkeeping reads. A store that tracks snapshot reads
+    /// ([`StoreLimits::tracks_snapshot_reads`]) admits it before reading; see
+    /// [`Condition::NoSnapshotReadSince`]. Other stores ignore it.
+    pub snapshot_ts: Option<u64>,
 }
 
 /// A range scan of one family.
@@ -211,6 +216,9 @@ pub struct Scan {
     pub read: FamilyRead,
     /// Return at most this many rows (rows with no selected cell are not counted).
     pub row_limit: Option<usize>,
+    /// As [`ReadRow::snapshot_ts`]; for a scan the admission covers every row of the range,
+    /// including rows that do not exist yet.
+    pub snapshot_ts: Option<u64>,
 }
 
 /// The cells one scan returned for one row.
@@ -253,6 +261,16 @@ pub enum Condition {
         ts: u64,
         /// Expected bytes.
         value: Bytes,
+    },
+    /// No read or scan with a `snapshot_ts` at or after `ts` has been admitted by the store
+    /// (one-phase commit at `ts`: see `percolator_core::txn` and the store docs). A store may
+    /// track one maximum for all rows. What it must guarantee: if the condition holds when the
+    /// mutation applies, every read admitted later with `snapshot_ts >= ts` — a point read or a
+    /// scan whose range covers the row, even a row that did not exist — sees the mutation.
+    /// Stores that do not track snapshot reads report the condition as failed.
+    NoSnapshotReadSince {
+        /// The commit timestamp the mutation writes at.
+        ts: u64,
     },
 }
 
@@ -348,6 +366,11 @@ pub struct StoreLimits {
     pub durable_after_sync: bool,
     /// Several processes on several machines may share the store.
     pub distributed: bool,
+    /// The store admits snapshot reads ([`ReadRow::snapshot_ts`]) and can check
+    /// [`Condition::NoSnapshotReadSince`]: single-row transactions then commit in one row
+    /// mutation instead of two. Only in-process stores can do it cheaply (TiKV's equivalent is
+    /// its per-node `max_ts`, which its raw and transactional APIs do not expose).
+    pub tracks_snapshot_reads: bool,
 }
 
 /// A Bigtable-like store with per-row conditional mutations. See the module docs.

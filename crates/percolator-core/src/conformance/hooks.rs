@@ -114,3 +114,41 @@ impl CommitHook for RandomCrash {
         }
     }
 }
+
+/// Lets single-row transactions commit in one phase under `H` (hooks do not by default; see
+/// [`CommitHook::one_phase`]).
+pub struct OnePhase<H>(pub H);
+
+#[async_trait]
+impl<H: CommitHook> CommitHook for OnePhase<H> {
+    async fn at(&self, step: CommitStep, start_ts: u64) -> HookAction {
+        self.0.at(step, start_ts).await
+    }
+
+    fn one_phase(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl<H: CommitHook + ?Sized> CommitHook for Arc<H> {
+    async fn at(&self, step: CommitStep, start_ts: u64) -> HookAction {
+        self.as_ref().at(step, start_ts).await
+    }
+
+    fn one_phase(&self) -> bool {
+        self.as_ref().one_phase()
+    }
+}
+
+/// Records every step it passes.
+#[derive(Default)]
+pub struct RecordSteps(pub Mutex<Vec<CommitStep>>);
+
+#[async_trait]
+impl CommitHook for RecordSteps {
+    async fn at(&self, step: CommitStep, _start_ts: u64) -> HookAction {
+        self.0.lock().push(step);
+        HookAction::Continue
+    }
+}

@@ -24,6 +24,7 @@ pub mod fault_cases;
 pub mod faulty;
 pub mod hooks;
 pub mod invariant_cases;
+pub mod one_phase_cases;
 pub mod oracle_cases;
 pub mod store_cases;
 pub mod txn_cases;
@@ -60,6 +61,7 @@ pub fn fast_config() -> TxnConfig {
         backoff_base: Duration::from_millis(1),
         backoff_max: Duration::from_millis(20),
         durable_commits: false,
+        one_phase_commit: true,
     }
 }
 
@@ -115,6 +117,13 @@ macro_rules! conformance_tests {
             txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,
             txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
             txn_committed_but_not_durable_is_not_retried => txn_cases::committed_but_not_durable_is_not_retried,
+            one_phase_store_snapshot_read_condition => one_phase_cases::snapshot_read_condition,
+            one_phase_used_where_supported => one_phase_cases::used_where_supported,
+            one_phase_reader_admitted_before_the_write_keeps_its_snapshot => one_phase_cases::reader_admitted_before_the_write_keeps_its_snapshot,
+            one_phase_crash_at_each_step => one_phase_cases::crash_at_each_step,
+            one_phase_lost_answers => one_phase_cases::lost_answers,
+            one_phase_conflicts => one_phase_cases::conflicts,
+            one_phase_snapshots_stable_under_concurrent_single_row_commits => one_phase_cases::snapshots_stable_under_concurrent_single_row_commits,
             fault_crash_after_primary_prewrite => fault_cases::crash_after_primary_prewrite,
             fault_crash_after_all_prewrites => fault_cases::crash_after_all_prewrites,
             fault_crash_before_commit_point => fault_cases::crash_before_commit_point,

@@ -46,6 +46,7 @@ async fn apply<S: RowStore>(store: &S, items: Vec<RowMutation>) -> Vec<MutationO
 async fn read<S: RowStore>(store: &S, table: &[u8], row: &[u8], read: FamilyRead) -> Vec<Cell> {
     store
         .read_row(ReadRow {
+            snapshot_ts: None,
             table: b(table),
             row: b(row),
             reads: vec![read],
@@ -133,6 +134,7 @@ pub async fn read_row_versions_and_filters<F: StoreFactory>(factory: &F) {
     // Several families in one read, answered in request order; a missing row reads empty.
     let multi = store
         .read_row(ReadRow {
+            snapshot_ts: None,
             table: b(b"t"),
             row: b(b"r"),
             reads: vec![
@@ -230,6 +232,7 @@ pub async fn families_are_separate<F: StoreFactory>(factory: &F) {
     apply(&*store, items).await;
     let notify = store
         .scan(Scan {
+            snapshot_ts: None,
             table: b(b"t"),
             start: Bound::Unbounded,
             end: Bound::Unbounded,
@@ -271,6 +274,7 @@ pub async fn families_are_separate<F: StoreFactory>(factory: &F) {
     .await;
     let after = store
         .scan(Scan {
+            snapshot_ts: None,
             table: b(b"t"),
             start: Bound::Unbounded,
             end: Bound::Unbounded,
@@ -330,6 +334,7 @@ pub async fn scan_ranges_and_limits<F: StoreFactory>(factory: &F) {
         async move {
             store
                 .scan(Scan {
+                    snapshot_ts: None,
                     table: b(b"t"),
                     start,
                     end,
@@ -879,6 +884,7 @@ pub async fn lock_to_write_transition_never_hides_a_row<F: StoreFactory>(factory
         }));
     }
     let scan = |family| Scan {
+        snapshot_ts: None,
         table: b(b"mv"),
         start: Bound::Unbounded,
         end: Bound::Unbounded,

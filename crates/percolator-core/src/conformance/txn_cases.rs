@@ -23,6 +23,7 @@ pub async fn cells<S: RowStore>(
 ) -> Vec<(String, u64, Bytes)> {
     store
         .read_row(ReadRow {
+            snapshot_ts: None,
             table: Bytes::copy_from_slice(table.as_bytes()),
             row: Bytes::copy_from_slice(row.as_bytes()),
             reads: vec![FamilyRead::all(family)],

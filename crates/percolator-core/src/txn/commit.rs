@@ -11,6 +11,9 @@
 //! 4. **Commit the secondaries** in one batch. Failures here do not matter: readers roll the
 //!    remaining locks forward through the primary.
 //!
+//! A transaction that writes a single row first tries a one-phase commit (`one_phase.rs`) on
+//! stores that support it, and comes here only if that attempt finds anything in its way.
+//!
 //! Notifications (paper §2.4) ride on the prewrite: a row mutation that writes a strongly
 //! observed column also writes its notify cell, and the transaction's weak notifications go into
 //! the prewrite of their row (or, for rows the transaction does not write, into one more batch
@@ -39,11 +42,11 @@ use super::resolve::TxnStatus;
 use super::{Client, CommitHook, CommitInfo, CommitStep, HookAction};
 
 /// Buffered writes of one row, and the notify cells its prewrite sets.
-struct RowWrites {
-    table: Bytes,
-    row: Bytes,
-    columns: Vec<ColumnWrite>,
-    notify: Vec<Bytes>,
+pub(super) struct RowWrites {
+    pub(super) table: Bytes,
+    pub(super) row: Bytes,
+    pub(super) columns: Vec<ColumnWrite>,
+    pub(super) notify: Vec<Bytes>,
 }
 
 impl RowWrites {
@@ -73,9 +76,9 @@ impl RowWrites {
 /// How many times one row's prewrite is retried after resolving a dead lock in its way.
 const PREWRITE_ATTEMPTS: usize = 3;
 /// How many times a store call with an unknown outcome is retried during commit.
-const AMBIGUOUS_ATTEMPTS: usize = 3;
+pub(super) const AMBIGUOUS_ATTEMPTS: usize = 3;
 
-async fn checkpoint(
+pub(super) async fn checkpoint(
     hook: Option<&Arc<dyn CommitHook>>,
     step: CommitStep,
     start_ts: u64,
@@ -177,6 +180,15 @@ impl<S: RowStore> Client<S> {
         let hook = hook.as_ref();
 
         checkpoint(hook, CommitStep::BeforePrewrite, start_ts).await?;
+        if self.one_phase_eligible(row_count, notify_only.len(), hook)
+            && let Some(commit_ts) = self
+                .try_one_phase(&rows[0], start_ts, &notify_value, hook)
+                .await?
+        {
+            return self
+                .after_commit_point(start_ts, commit_ts, &[], hook, cells)
+                .await;
+        }
         if let Err(e) = self
             .prewrite_rows(&rows[..1], start_ts, &lock, &notify_value)
             .await
@@ -225,6 +237,20 @@ impl<S: RowStore> Client<S> {
         let commit_ts = self
             .with_heartbeat(&primary, start_ts, primary_lock, to_commit_point)
             .await?;
+        self.after_commit_point(start_ts, commit_ts, &rows[1..], hook, cells)
+            .await
+    }
+
+    /// Everything after the commit point: the optional sync, then the secondaries (none for a
+    /// one-phase commit).
+    pub(super) async fn after_commit_point(
+        &self,
+        start_ts: u64,
+        commit_ts: u64,
+        secondaries: &[RowWrites],
+        hook: Option<&Arc<dyn CommitHook>>,
+        cells: usize,
+    ) -> Result<CommitInfo> {
         if self.config().durable_commits
             && let Err(source) = self.inner.store.sync().await
         {
@@ -233,7 +259,6 @@ impl<S: RowStore> Client<S> {
         }
         checkpoint(hook, CommitStep::AfterCommitPoint, start_ts).await?;
 
-        let secondaries = &rows[1..];
         if hook.is_some() && secondaries.len() >= 2 {
             let (first, second) = secondaries.split_at(secondaries.len() / 2);
             self.commit_secondaries(first, start_ts, commit_ts).await;
@@ -247,7 +272,7 @@ impl<S: RowStore> Client<S> {
         Ok(CommitInfo {
             start_ts,
             commit_ts: Some(commit_ts),
-            rows: row_count,
+            rows: secondaries.len() + 1,
             cells,
         })
     }
@@ -371,6 +396,7 @@ impl<S: RowStore> Client<S> {
             .inner
             .store
             .read_row(ReadRow {
+                snapshot_ts: None,
                 table: row.table.clone(),
                 row: row.row.clone(),
                 reads: vec![
@@ -390,6 +416,7 @@ impl<S: RowStore> Client<S> {
             .inner
             .store
             .read_row(ReadRow {
+                snapshot_ts: None,
                 table: addr.table.clone(),
                 row: addr.row.clone(),
                 reads: vec![
@@ -426,6 +453,7 @@ impl<S: RowStore> Client<S> {
             .inner
             .store
             .read_row(ReadRow {
+                snapshot_ts: None,
                 table: row.table.clone(),
                 row: row.row.clone(),
                 reads: vec![

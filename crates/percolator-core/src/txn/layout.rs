@@ -85,6 +85,68 @@ pub(crate) fn prewrite(
     }
 }
 
+/// One-phase commit of every buffered column of one row (see `txn::one_phase`): the prewrite's
+/// conditions (same indexes: `2 * i` write check, `2 * i + 1` lock check), then "no snapshot
+/// read admitted at or after `commit_ts`"; data and notify cells at `start_ts` and the write
+/// records at `commit_ts`, with no lock.
+pub(crate) fn one_phase(
+    table: &Bytes,
+    row: &Bytes,
+    columns: &[ColumnWrite],
+    notify: &[Bytes],
+    notify_value: &Bytes,
+    start_ts: u64,
+    commit_ts: u64,
+) -> RowMutation {
+    let mut conditions = Vec::with_capacity(columns.len() * 2 + 1);
+    let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
+    for (column, value) in columns {
+        conditions.push(Condition::Absent {
+            family: Family::Write,
+            column: column.clone(),
+            ts: TsRange::from(start_ts),
+        });
+        conditions.push(Condition::Absent {
+            family: Family::Lock,
+            column: column.clone(),
+            ts: TsRange::ALL,
+        });
+        let kind = match value {
+            Some(value) => {
+                mutations.push(Mutation::Put {
+                    family: Family::Data,
+                    column: column.clone(),
+                    ts: start_ts,
+                    value: value.clone(),
+                });
+                WriteKind::Put
+            }
+            None => WriteKind::Delete,
+        };
+        mutations.push(Mutation::Put {
+            family: Family::Write,
+            column: column.clone(),
+            ts: commit_ts,
+            value: WriteRecord { kind, start_ts }.encode(),
+        });
+    }
+    conditions.push(Condition::NoSnapshotReadSince { ts: commit_ts });
+    for column in notify {
+        mutations.push(Mutation::Put {
+            family: Family::Notify,
+            column: column.clone(),
+            ts: start_ts,
+            value: notify_value.clone(),
+        });
+    }
+    RowMutation {
+        table: table.clone(),
+        row: row.clone(),
+        conditions,
+        mutations,
+    }
+}
+
 /// Unconditional notify cells at `ts`, one row mutation per row of `addrs` (sorted).
 pub(crate) fn notify_rows(addrs: &[CellAddr], ts: u64, value: &Bytes) -> Vec<RowMutation> {
     let mut out: Vec<RowMutation> = Vec::new();
@@ -304,6 +366,7 @@ pub(crate) fn refresh_lock(addr: &CellAddr, start_ts: u64, lock: &LockRecord) ->
 pub(crate) fn status_read(addr: &CellAddr, start_ts: u64) -> ReadRow {
     let columns = crate::store::Columns::one(addr.column.clone());
     ReadRow {
+        snapshot_ts: None,
         table: addr.table.clone(),
         row: addr.row.clone(),
         reads: vec![

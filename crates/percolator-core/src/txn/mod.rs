@@ -15,6 +15,7 @@
 mod commit;
 mod layout;
 mod notify;
+mod one_phase;
 mod read;
 mod resolve;
 mod retry;
@@ -55,6 +56,9 @@ pub struct TxnConfig {
     pub backoff_max: Duration,
     /// Call [`RowStore::sync`] after the commit point, before `commit` returns.
     pub durable_commits: bool,
+    /// Commit single-row transactions in one row mutation where the store supports it
+    /// ([`store::StoreLimits::tracks_snapshot_reads`]; see the `one_phase` module docs).
+    pub one_phase_commit: bool,
 }
 
 impl Default for TxnConfig {
@@ -67,6 +71,7 @@ impl Default for TxnConfig {
             backoff_base: Duration::from_millis(1),
             backoff_max: Duration::from_millis(100),
             durable_commits: false,
+            one_phase_commit: true,
         }
     }
 }
@@ -111,6 +116,14 @@ pub enum HookAction {
 pub trait CommitHook: Send + Sync {
     /// Called at each step of a commit of transaction `start_ts`.
     async fn at(&self, step: CommitStep, start_ts: u64) -> HookAction;
+
+    /// Whether single-row transactions may commit in one phase while this hook is installed;
+    /// such a commit passes only [`CommitStep::BeforePrewrite`], [`CommitStep::BeforeCommitPoint`]
+    /// and [`CommitStep::AfterCommitPoint`]. `false` by default, so that a hook written for the
+    /// two-phase steps always sees them.
+    fn one_phase(&self) -> bool {
+        false
+    }
 }
 
 /// What a successful commit did.
@@ -425,6 +438,7 @@ impl<S: RowStore> Client<S> {
             .inner
             .store
             .scan(Scan {
+                snapshot_ts: None,
                 table: table.clone(),
                 start: Bound::Unbounded,
                 end: Bound::Unbounded,

@@ -162,6 +162,7 @@ impl<S: RowStore> Client<S> {
             .inner
             .store
             .scan(Scan {
+                snapshot_ts: None,
                 table: bytes_of(table),
                 start,
                 end,

@@ -55,6 +55,7 @@ impl<S: RowStore> ClientInner<S> {
                 let mut answer = self
                     .store
                     .read_row(ReadRow {
+                        snapshot_ts: Some(read_ts),
                         table: addr.table.clone(),
                         row: addr.row.clone(),
                         reads: vec![
@@ -140,6 +141,7 @@ impl<S: RowStore> ClientInner<S> {
         let answer = self
             .store
             .read_row(ReadRow {
+                snapshot_ts: None,
                 table: addr.table.clone(),
                 row: addr.row.clone(),
                 reads: vec![
@@ -178,6 +180,7 @@ impl<S: RowStore> ClientInner<S> {
             let locks = self
                 .store
                 .scan(Scan {
+                    snapshot_ts: Some(read_ts),
                     table: table.clone(),
                     start: start.clone(),
                     end: end.clone(),
@@ -214,6 +217,7 @@ impl<S: RowStore> ClientInner<S> {
         let writes = self
             .store
             .scan(Scan {
+                snapshot_ts: Some(read_ts),
                 table: table.clone(),
                 start: start.clone(),
                 end: end.clone(),
@@ -254,6 +258,7 @@ impl<S: RowStore> ClientInner<S> {
             let data = self
                 .store
                 .read_row(ReadRow {
+                    snapshot_ts: Some(read_ts),
                     table: table.clone(),
                     row: row.row.clone(),
                     reads: vec![

@@ -295,6 +295,7 @@ async fn history<S: RowStore>(
     let read = client
         .store()
         .read_row(ReadRow {
+            snapshot_ts: None,
             table: Bytes::copy_from_slice(table.as_bytes()),
             row: Bytes::copy_from_slice(row),
             reads: vec![

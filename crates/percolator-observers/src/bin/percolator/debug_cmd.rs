@@ -97,6 +97,7 @@ pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCod
     for family in families {
         let rows = store
             .scan(Scan {
+                snapshot_ts: None,
                 table: Bytes::from(args.table.clone()),
                 start: start.clone(),
                 end: Bound::Unbounded,
@@ -147,6 +148,7 @@ pub async fn status<S: RowStore>(
     }
     let workers = store
         .scan(Scan {
+            snapshot_ts: None,
             table: Bytes::from_static(WORKERS_TABLE),
             start: Bound::Unbounded,
             end: Bound::Unbounded,
