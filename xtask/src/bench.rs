@@ -29,6 +29,15 @@ pub enum BenchBackend {
 
 const OUT: &str = "target/bench";
 
+/// The cargo profile the benchmark binaries are built with: release, unless `--dev-build` asked
+/// for the dev profile (dependencies optimized, our crates not: a smoke run that reuses the test
+/// build, for CI; its figures are not comparable).
+static PROFILE_ARGS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+
+fn profile_args() -> &'static [&'static str] {
+    PROFILE_ARGS.get().copied().unwrap_or(&["--release"])
+}
+
 fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
     match choice {
         BenchBackend::Mem => vec!["mem"],
@@ -43,8 +52,13 @@ pub fn bench(
     choice: BenchBackend,
     quick: bool,
     only_freshness: bool,
+    dev_build: bool,
     pd: Option<String>,
 ) -> Result<(), String> {
+    if dev_build {
+        let _ = PROFILE_ARGS.set(&[]);
+        println!("(dev build: a smoke run; the figures below are not comparable to release runs)");
+    }
     let pd = pd
         .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
         .filter(|p| !p.trim().is_empty());
@@ -112,9 +126,8 @@ fn freshness(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, Stri
         "sled,mem"
     };
     let mut cmd = cargo();
+    cmd.arg("run").args(profile_args());
     cmd.args([
-        "run",
-        "--release",
         "--quiet",
         "-p",
         "percolator-observers",
@@ -253,7 +266,8 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
 /// `percolator-bench` with the features a backend needs, and `--pd` for TiKV.
 fn bench_binary(backend: &str, pd: Option<&str>) -> Command {
     let mut cmd = cargo();
-    cmd.args(["run", "--release", "--quiet", "-p", "percolator-bench"]);
+    cmd.arg("run").args(profile_args());
+    cmd.args(["--quiet", "-p", "percolator-bench"]);
     if backend == "tikv" {
         cmd.args(["--features", "tikv"]);
     }

@@ -7,7 +7,7 @@
 //! - `cargo xtask ci`: `cargo fmt --check`, `cargo clippy --workspace --all-targets -D warnings`,
 //!   the conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
-//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness]`: the benchmarks;
+//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness] [--dev-build]`: the benchmarks;
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.
 
 mod bench;
@@ -52,6 +52,10 @@ enum Cmd {
         /// Only the freshness experiment (incremental pipeline vs batch, paper Figure 7).
         #[arg(long)]
         freshness: bool,
+        /// Build the benchmarks in the dev profile (reuses the test build; a smoke run whose
+        /// figures are not comparable — CI uses it).
+        #[arg(long)]
+        dev_build: bool,
         /// PD endpoint(s) for `--backend tikv`; defaults to `PERCOLATOR_TIKV_PD`.
         #[arg(long)]
         pd: Option<String>,
@@ -75,10 +79,11 @@ fn main() -> ExitCode {
         backend,
         quick,
         freshness,
+        dev_build,
         pd,
     } = cli.command
     {
-        return match bench::bench(backend, quick, freshness, pd) {
+        return match bench::bench(backend, quick, freshness, dev_build, pd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("xtask bench: {e}");

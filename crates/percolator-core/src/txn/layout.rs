@@ -34,30 +34,9 @@ pub(crate) fn prewrite(
     lock: &LockRecord,
 ) -> RowMutation {
     let mut conditions = Vec::with_capacity(columns.len() * 2);
-    let mut mutations = Vec::with_capacity(columns.len() * 2);
+    let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
     for (column, value) in columns {
-        conditions.push(Condition::Absent {
-            family: Family::Write,
-            column: column.clone(),
-            ts: TsRange::from(start_ts),
-        });
-        conditions.push(Condition::Absent {
-            family: Family::Lock,
-            column: column.clone(),
-            ts: TsRange::ALL,
-        });
-        let kind = match value {
-            Some(value) => {
-                mutations.push(Mutation::Put {
-                    family: Family::Data,
-                    column: column.clone(),
-                    ts: start_ts,
-                    value: value.clone(),
-                });
-                WriteKind::Put
-            }
-            None => WriteKind::Delete,
-        };
+        let kind = checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
         let record = LockRecord {
             kind,
             ..lock.clone()
@@ -69,14 +48,7 @@ pub(crate) fn prewrite(
             value: record.encode(),
         });
     }
-    for column in notify {
-        mutations.push(Mutation::Put {
-            family: Family::Notify,
-            column: column.clone(),
-            ts: start_ts,
-            value: notify_value.clone(),
-        });
-    }
+    notify_puts(notify, notify_value, start_ts, &mut mutations);
     RowMutation {
         table: table.clone(),
         row: row.clone(),
@@ -101,28 +73,7 @@ pub(crate) fn one_phase(
     let mut conditions = Vec::with_capacity(columns.len() * 2 + 1);
     let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
     for (column, value) in columns {
-        conditions.push(Condition::Absent {
-            family: Family::Write,
-            column: column.clone(),
-            ts: TsRange::from(start_ts),
-        });
-        conditions.push(Condition::Absent {
-            family: Family::Lock,
-            column: column.clone(),
-            ts: TsRange::ALL,
-        });
-        let kind = match value {
-            Some(value) => {
-                mutations.push(Mutation::Put {
-                    family: Family::Data,
-                    column: column.clone(),
-                    ts: start_ts,
-                    value: value.clone(),
-                });
-                WriteKind::Put
-            }
-            None => WriteKind::Delete,
-        };
+        let kind = checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
         mutations.push(Mutation::Put {
             family: Family::Write,
             column: column.clone(),
@@ -131,20 +82,62 @@ pub(crate) fn one_phase(
         });
     }
     conditions.push(Condition::NoSnapshotReadSince { ts: commit_ts });
-    for column in notify {
-        mutations.push(Mutation::Put {
-            family: Family::Notify,
-            column: column.clone(),
-            ts: start_ts,
-            value: notify_value.clone(),
-        });
-    }
+    notify_puts(notify, notify_value, start_ts, &mut mutations);
     RowMutation {
         table: table.clone(),
         row: row.clone(),
         conditions,
         mutations,
     }
+}
+
+/// The prewrite checks of one column — no write record at or after `start_ts` (condition
+/// `2 * i`), no lock at all (`2 * i + 1`) — and its data put at `start_ts` (none for a delete).
+/// Returns the kind of write.
+fn checks_and_data(
+    column: &Bytes,
+    value: &Option<Bytes>,
+    start_ts: u64,
+    conditions: &mut Vec<Condition>,
+    mutations: &mut Vec<Mutation>,
+) -> WriteKind {
+    conditions.push(Condition::Absent {
+        family: Family::Write,
+        column: column.clone(),
+        ts: TsRange::from(start_ts),
+    });
+    conditions.push(Condition::Absent {
+        family: Family::Lock,
+        column: column.clone(),
+        ts: TsRange::ALL,
+    });
+    match value {
+        Some(value) => {
+            mutations.push(Mutation::Put {
+                family: Family::Data,
+                column: column.clone(),
+                ts: start_ts,
+                value: value.clone(),
+            });
+            WriteKind::Put
+        }
+        None => WriteKind::Delete,
+    }
+}
+
+/// Notify cells at `start_ts` for `notify`, carrying `notify_value`.
+fn notify_puts(
+    notify: &[Bytes],
+    notify_value: &Bytes,
+    start_ts: u64,
+    mutations: &mut Vec<Mutation>,
+) {
+    mutations.extend(notify.iter().map(|column| Mutation::Put {
+        family: Family::Notify,
+        column: column.clone(),
+        ts: start_ts,
+        value: notify_value.clone(),
+    }));
 }
 
 /// Unconditional notify cells at `ts`, one row mutation per row of `addrs` (sorted).
