@@ -13,7 +13,9 @@
 //!
 //! ## Layout
 //! - `rows`: a lock-free [`SkipMap`] from `(table, row)` to the row; a row holds one ordered map
-//!   per family keyed by `(column, Reverse(ts))`, behind the row's latch. No lock spans more
+//!   per family from column to its versions (newest first), behind the row's latch. Nesting
+//!   the versions under the column lets a lookup borrow the requested column instead of building
+//!   an owned `(column, ts)` bound for every range. No lock spans more
 //!   than one row, so unrelated rows never contend.
 //! - `family_rows[f]`: the rows that have cells in family `f`, so that a scan of the notify
 //!   family touches only rows with notifications. A row joins the index when it gains a cell in
@@ -53,14 +55,18 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
-use percolator_core::store::{row_past_end, truncate_versions, validate_batch};
+use percolator_core::store::{row_past_end, validate_batch};
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
 };
 
 type RowKey = (Bytes, Bytes);
-type Versions = BTreeMap<(Bytes, Reverse<u64>), Bytes>;
+/// The versions of one column, newest first.
+type Versions = BTreeMap<Reverse<u64>, Bytes>;
+/// One family of one row: column → versions. A column with no versions is removed, so an empty
+/// map means the row has no cells in the family.
+type FamilyCells = BTreeMap<Bytes, Versions>;
 
 /// One row: a latch over one ordered map per family, and which family indexes list the row.
 #[derive(Default)]
@@ -71,7 +77,7 @@ struct MemRow {
 /// What a row's latch protects.
 #[derive(Default)]
 struct RowState {
-    families: [Versions; Family::ALL.len()],
+    families: [FamilyCells; Family::ALL.len()],
     /// `indexed[f]`: the row is in `family_rows[f]`. Changed only under the row's write latch,
     /// together with the index itself, so the flag and the index never disagree.
     indexed: [bool; Family::ALL.len()],
@@ -180,21 +186,26 @@ impl MemStore {
     }
 }
 
-/// Versions `ts` of `column` in one family's map; `None` for an empty (inverted) range, which
+/// Versions `ts` of one column, newest first; `None` for an empty (inverted) range, which
 /// `BTreeMap::range` would reject with a panic.
-fn versions<'a>(
-    map: &'a Versions,
-    column: &Bytes,
+fn in_range(
+    versions: &Versions,
     ts: TsRange,
-) -> Option<std::collections::btree_map::Range<'a, (Bytes, Reverse<u64>), Bytes>> {
-    if ts.is_empty() {
-        return None;
-    }
-    Some(map.range((column.clone(), Reverse(ts.hi))..=(column.clone(), Reverse(ts.lo))))
+) -> Option<std::collections::btree_map::Range<'_, Reverse<u64>, Bytes>> {
+    (!ts.is_empty()).then(|| versions.range(Reverse(ts.hi)..=Reverse(ts.lo)))
+}
+
+/// Versions `ts` of `column` in one family; `None` if there are none to look at.
+fn versions<'a>(
+    family: &'a FamilyCells,
+    column: &[u8],
+    ts: TsRange,
+) -> Option<std::collections::btree_map::Range<'a, Reverse<u64>, Bytes>> {
+    in_range(family.get(column)?, ts)
 }
 
 impl MemStore {
-    fn holds(&self, families: &[Versions; Family::ALL.len()], condition: &Condition) -> bool {
+    fn holds(&self, families: &[FamilyCells; Family::ALL.len()], condition: &Condition) -> bool {
         match condition {
             Condition::NoSnapshotReadSince { ts } => {
                 // Orders the row's indexing (and creation) before this load; see the crate docs.
@@ -205,20 +216,25 @@ impl MemStore {
                 versions(&families[family.index()], column, *ts)
                     .is_none_or(|mut r| r.next().is_none())
             }
-            Condition::Exists { family, column, ts } => {
-                families[family.index()].contains_key(&(column.clone(), Reverse(*ts)))
-            }
+            Condition::Exists { family, column, ts } => families[family.index()]
+                .get(column.as_ref())
+                .is_some_and(|versions| versions.contains_key(&Reverse(*ts))),
             Condition::Equals {
                 family,
                 column,
                 ts,
                 value,
-            } => families[family.index()].get(&(column.clone(), Reverse(*ts))) == Some(value),
+            } => {
+                families[family.index()]
+                    .get(column.as_ref())
+                    .and_then(|versions| versions.get(&Reverse(*ts)))
+                    == Some(value)
+            }
         }
     }
 }
 
-fn apply_one(families: &mut [Versions; Family::ALL.len()], mutation: Mutation) {
+fn apply_one(families: &mut [FamilyCells; Family::ALL.len()], mutation: Mutation) {
     match mutation {
         Mutation::Put {
             family,
@@ -226,40 +242,63 @@ fn apply_one(families: &mut [Versions; Family::ALL.len()], mutation: Mutation) {
             ts,
             value,
         } => {
-            families[family.index()].insert((column, Reverse(ts)), value);
+            families[family.index()]
+                .entry(column)
+                .or_default()
+                .insert(Reverse(ts), value);
         }
         Mutation::Delete { family, column, ts } => {
-            families[family.index()].remove(&(column, Reverse(ts)));
+            remove_versions(&mut families[family.index()], &column, TsRange::at(ts));
         }
         Mutation::DeleteRange { family, column, ts } => {
-            let map = &mut families[family.index()];
-            let doomed: Vec<_> = versions(map, &column, ts)
-                .into_iter()
-                .flatten()
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in doomed {
-                map.remove(&k);
-            }
+            remove_versions(&mut families[family.index()], &column, ts);
         }
     }
 }
 
+/// Removes versions `ts` of `column`, and the column itself once it has none left.
+fn remove_versions(family: &mut FamilyCells, column: &[u8], ts: TsRange) {
+    let Some(versions) = family.get_mut(column) else {
+        return;
+    };
+    if ts.lo == ts.hi {
+        versions.remove(&Reverse(ts.lo));
+    } else {
+        let doomed: Vec<Reverse<u64>> = in_range(versions, ts)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| *k)
+            .collect();
+        for k in doomed {
+            versions.remove(&k);
+        }
+    }
+    if versions.is_empty() {
+        family.remove(column);
+    }
+}
+
 /// Cells of one family selected by `read`, ordered by column then newest first.
-fn select(map: &Versions, read: &FamilyRead) -> Vec<Cell> {
+fn select(family: &FamilyCells, read: &FamilyRead) -> Vec<Cell> {
     let mut out = Vec::new();
-    let mut push = |((column, Reverse(ts)), value): (&(Bytes, Reverse<u64>), &Bytes)| {
-        out.push(Cell {
-            column: column.clone(),
-            ts: *ts,
-            value: value.clone(),
-        });
+    let limit = read.max_versions.unwrap_or(usize::MAX);
+    let mut push = |column: &Bytes, versions: &Versions| {
+        for (Reverse(ts), value) in in_range(versions, read.ts)
+            .into_iter()
+            .flatten()
+            .take(limit)
+        {
+            out.push(Cell {
+                column: column.clone(),
+                ts: *ts,
+                value: value.clone(),
+            });
+        }
     };
     match &read.columns {
-        Columns::All => map
+        Columns::All => family
             .iter()
-            .filter(|((_, Reverse(ts)), _)| read.ts.contains(*ts))
-            .for_each(&mut push),
+            .for_each(|(column, versions)| push(column, versions)),
         Columns::Only(list) => {
             let sorted;
             let list = if list.is_sorted_by(|a, b| a < b) {
@@ -272,16 +311,12 @@ fn select(map: &Versions, read: &FamilyRead) -> Vec<Cell> {
                 &sorted
             };
             for column in list {
-                let limit = read.max_versions.unwrap_or(usize::MAX);
-                versions(map, column, read.ts)
-                    .into_iter()
-                    .flatten()
-                    .take(limit)
-                    .for_each(&mut push);
+                if let Some((stored, versions)) = family.get_key_value(column.as_ref()) {
+                    push(stored, versions);
+                }
             }
         }
     }
-    truncate_versions(&mut out, read.max_versions);
     out
 }
 

@@ -26,6 +26,33 @@
 //! ([`COMMIT_ORDER`]): a row never vanishes from both (the conformance case
 //! `store_lock_to_write_transition_never_hides_a_row` checks it).
 //!
+//! ## Snapshot reads and one-phase commit
+//! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
+//! transactions commit in one row mutation conditional on
+//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
+//! is one atomic, raised *before* the reader looks anything up. The argument that no admitted
+//! reader misses a mutation whose condition held:
+//! - the mutation checks the atomic under its row's write latch and keeps the latch until its
+//!   keys are in the trees; a **point read** admits itself, then takes the row latch: either the
+//!   mutation saw the reader's timestamp and failed, or it held the latch first and the read
+//!   waits for it;
+//! - a **scan** finds rows in a tree before latching them, so a mutation that creates a row could
+//!   land behind a scan that already passed its key. Mutations carrying the condition therefore
+//!   also hold one of [`SCAN_GATES`] shared gates (for reading) from before the check until after
+//!   the write; a snapshot scan, after admitting itself, takes every gate once for writing (and
+//!   lets go at once) before it looks anything up. Any mutation checked before the admission
+//!   has then landed, and every later one sees the admission and fails. The gates are shared
+//!   among writers, and a scan waits only for writes already in flight: no global lock.
+//!
+//! Both sides put a `SeqCst` fence between raising or reading the atomic and the next step; the
+//! conformance case `one_phase_condition_is_atomic_against_concurrent_readers` races the two
+//! (and fails if the scan does not cycle the gates).
+//!
+//! A one-phase commit of one short cell writes a single key (its write record, with the value
+//! inline), which goes in as a plain insert. That matters on sled: every multi-key sled
+//! transaction or batch rolls sled's I/O buffer (twice), and that, not the tree work, is most of
+//! its cost — about 35 µs against 10 µs for an insert on the development machine.
+//!
 //! ## Durability — what is on disk when a commit returns
 //! sled writes go to its in-memory log and are flushed by a background thread every
 //! `flush_every_ms` (500 ms by default). So by default, when `Transaction::commit` returns, the
@@ -52,6 +79,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -65,6 +93,11 @@ use percolator_core::{
 use sled::Transactional as _;
 
 const STRIPES: usize = 4096;
+
+/// How many gates one-phase mutations hold against snapshot scans (see the crate docs): enough
+/// that concurrent writers rarely share one, few enough that a scan cycles them in about a
+/// microsecond.
+pub const SCAN_GATES: usize = 32;
 
 /// The order in which a multi-tree transaction applies its trees (sled commits them one after
 /// the other): families a row can move *into* first, the lock family — which rows leave on commit
@@ -81,7 +114,7 @@ fn commit_position(family: usize) -> usize {
 
 /// The limits of [`SledStore`].
 pub const SLED_LIMITS: StoreLimits = StoreLimits {
-    tracks_snapshot_reads: false,
+    tracks_snapshot_reads: true,
     max_key_bytes: 16 * 1024,
     max_value_bytes: 16 * 1024 * 1024,
     max_batch_rows: 100_000,
@@ -124,6 +157,11 @@ pub struct SledStore {
     /// `trees` in [`COMMIT_ORDER`], for multi-tree transactions.
     commit_trees: Vec<sled::Tree>,
     latches: Box<[RwLock<()>]>,
+    /// The newest `snapshot_ts` a read or scan was admitted at (see the crate docs).
+    newest_snapshot: AtomicU64,
+    /// Held shared by mutations that check [`Condition::NoSnapshotReadSince`], cycled by snapshot
+    /// scans (see the crate docs).
+    scan_gates: Box<[RwLock<()>]>,
     hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
     path: PathBuf,
 }
@@ -189,6 +227,8 @@ impl SledStore {
             synced_upto: std::sync::atomic::AtomicU64::new(0),
             trees,
             latches: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            newest_snapshot: AtomicU64::new(0),
+            scan_gates: (0..SCAN_GATES).map(|_| RwLock::new(())).collect(),
             hasher: Default::default(),
             path: config.path,
         })
@@ -204,6 +244,24 @@ impl SledStore {
         self.db
             .size_on_disk()
             .map_err(|e| backend("size_on_disk", e))
+    }
+
+    /// Admits a snapshot read at `ts` before it looks anything up (see the crate docs).
+    fn admit(&self, snapshot_ts: Option<u64>) {
+        if let Some(ts) = snapshot_ts {
+            if self.newest_snapshot.load(Ordering::SeqCst) < ts {
+                self.newest_snapshot.fetch_max(ts, Ordering::SeqCst);
+            }
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until every mutation that checked [`Condition::NoSnapshotReadSince`] before the
+    /// caller's admission has landed (see the crate docs).
+    fn cycle_scan_gates(&self) {
+        for gate in self.scan_gates.iter() {
+            drop(gate.write());
+        }
     }
 
     fn tree(&self, family: Family) -> &sled::Tree {
@@ -274,9 +332,11 @@ impl SledStore {
 
     fn holds(&self, table: &[u8], row: &[u8], condition: &Condition) -> Result<bool, StoreError> {
         Ok(match condition {
-            // Snapshot reads are not tracked (`tracks_snapshot_reads: false`): a scan finds rows
-            // in a tree before it latches them, so a new row could slip past it unseen.
-            Condition::NoSnapshotReadSince { .. } => false,
+            Condition::NoSnapshotReadSince { ts } => {
+                // Orders the caller's gate and latch before this load; see the crate docs.
+                fence(Ordering::SeqCst);
+                self.newest_snapshot.load(Ordering::SeqCst) < *ts
+            }
             Condition::Absent { ts, .. } if ts.is_empty() => true,
             Condition::Absent { family, column, ts } => {
                 let prefix = key::column_prefix(table, row, column);
@@ -446,6 +506,7 @@ impl RowStore for SledStore {
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         tokio::task::consume_budget().await;
+        self.admit(request.snapshot_ts);
         let prefix = key::row_prefix(&request.table, &request.row);
         let _latch = self.latches[self.stripe(&request.table, &request.row)].read();
         request
@@ -457,6 +518,10 @@ impl RowStore for SledStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
+        if request.snapshot_ts.is_some() {
+            self.admit(request.snapshot_ts);
+            self.cycle_scan_gates();
+        }
         let table_prefix = key::table_prefix(&request.table);
         let mut cursor = match &request.start {
             Bound::Included(r) => key::row_prefix(&request.table, r),
@@ -500,6 +565,15 @@ impl RowStore for SledStore {
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         tokio::task::consume_budget().await;
         validate_batch(&batch, &SLED_LIMITS)?;
+        // Taken before any row latch (a scan cycling the gates holds no latch).
+        let _gate = batch
+            .iter()
+            .find(|m| {
+                m.conditions
+                    .iter()
+                    .any(|c| matches!(c, Condition::NoSnapshotReadSince { .. }))
+            })
+            .map(|m| self.scan_gates[self.stripe(&m.table, &m.row) % SCAN_GATES].read());
         let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
         rows.sort_unstable();
         rows.dedup();

@@ -5,7 +5,9 @@
 //!   whether the owner is gone.
 //! - A **write record** (`c:write` at commit_ts) points at the data version (the start_ts) and
 //!   says whether it is a put, a delete, or a **rollback** marker (at the aborted start_ts itself)
-//!   that forbids a late prewrite of that transaction from ever succeeding.
+//!   that forbids a late prewrite of that transaction from ever succeeding. A put committed in one
+//!   phase may carry its value **inline** (up to [`SHORT_VALUE_MAX`] bytes, TiKV's "short
+//!   value"): then there is no data version, and the commit is one cell instead of two.
 //!
 //! - A **notify record** (`c:notify` at a timestamp) says that the cell changed and observers
 //!   should run. Written by a transaction during prewrite it names the writer's primary, so that
@@ -21,6 +23,10 @@ use crate::error::{Error, Result};
 
 const LOCK_FORMAT: u8 = 1;
 const WRITE_FORMAT: u8 = 1;
+/// A put write record followed by its value (no data version).
+const WRITE_FORMAT_INLINE: u8 = 2;
+/// The longest value a write record carries inline (see the module docs).
+pub const SHORT_VALUE_MAX: usize = 255;
 const NOTIFY_FORMAT: u8 = 1;
 
 /// What a transaction does to a cell.
@@ -161,17 +167,44 @@ impl WriteRecord {
         out.freeze()
     }
 
-    /// Parses bytes written by [`WriteRecord::encode`].
+    /// Serializes a put record carrying `value` inline (10 bytes plus the value); its
+    /// transaction writes no data version. Only for values up to [`SHORT_VALUE_MAX`] bytes.
+    pub fn encode_inline(start_ts: u64, value: &[u8]) -> Bytes {
+        let mut out = BytesMut::with_capacity(10 + value.len());
+        out.put_u8(WRITE_FORMAT_INLINE);
+        out.put_u8(WriteKind::Put.to_byte());
+        out.put_u64_le(start_ts);
+        out.put_slice(value);
+        out.freeze()
+    }
+
+    /// Parses bytes written by [`WriteRecord::encode`] or [`WriteRecord::encode_inline`]
+    /// (ignoring an inline value).
     pub fn decode(bytes: &Bytes) -> Result<Self> {
+        Ok(Self::decode_with_value(bytes)?.0)
+    }
+
+    /// Parses a write record and its inline value, if it has one (a zero-copy slice of
+    /// `bytes`).
+    pub fn decode_with_value(bytes: &Bytes) -> Result<(Self, Option<Bytes>)> {
         let mut r = Reader { bytes, pos: 0 };
         let format = r.u8()?;
-        if format != WRITE_FORMAT {
+        if format != WRITE_FORMAT && format != WRITE_FORMAT_INLINE {
             return Err(Error::Corrupt(format!("unknown write format {format}")));
         }
         let kind = WriteKind::from_byte(r.u8()?)?;
         let start_ts = r.u64()?;
-        r.finish("write record")?;
-        Ok(Self { kind, start_ts })
+        let record = Self { kind, start_ts };
+        if format == WRITE_FORMAT {
+            r.finish("write record")?;
+            return Ok((record, None));
+        }
+        if kind != WriteKind::Put {
+            return Err(Error::Corrupt(format!(
+                "{kind:?} write record with an inline value"
+            )));
+        }
+        Ok((record, Some(bytes.slice(r.pos..))))
     }
 }
 
@@ -302,6 +335,39 @@ mod tests {
         for kind in [WriteKind::Put, WriteKind::Delete, WriteKind::Rollback] {
             let w = WriteRecord { kind, start_ts: 77 };
             assert_eq!(WriteRecord::decode(&w.encode()).unwrap(), w);
+        }
+    }
+
+    #[test]
+    fn inline_write_round_trip() {
+        for value in [&b""[..], b"v", &[7u8; SHORT_VALUE_MAX]] {
+            let bytes = WriteRecord::encode_inline(77, value);
+            let put = WriteRecord {
+                kind: WriteKind::Put,
+                start_ts: 77,
+            };
+            assert_eq!(
+                WriteRecord::decode_with_value(&bytes).unwrap(),
+                (put, Some(Bytes::copy_from_slice(value)))
+            );
+            assert_eq!(WriteRecord::decode(&bytes).unwrap(), put);
+        }
+        let plain = WriteRecord {
+            kind: WriteKind::Delete,
+            start_ts: 5,
+        };
+        assert_eq!(
+            WriteRecord::decode_with_value(&plain.encode()).unwrap(),
+            (plain, None)
+        );
+        // Only a put carries a value; a cut-short header is corrupt.
+        let mut delete_with_value = WriteRecord::encode_inline(5, b"v").to_vec();
+        delete_with_value[1] = 2;
+        for bad in [delete_with_value, vec![2, 1, 0, 0]] {
+            assert!(matches!(
+                WriteRecord::decode_with_value(&Bytes::from(bad)),
+                Err(Error::Corrupt(_))
+            ));
         }
     }
 

@@ -118,6 +118,7 @@ macro_rules! conformance_tests {
             txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
             txn_committed_but_not_durable_is_not_retried => txn_cases::committed_but_not_durable_is_not_retried,
             one_phase_store_snapshot_read_condition => one_phase_cases::snapshot_read_condition,
+            one_phase_condition_is_atomic_against_concurrent_readers => one_phase_cases::condition_is_atomic_against_concurrent_readers,
             one_phase_used_where_supported => one_phase_cases::used_where_supported,
             one_phase_reader_admitted_before_the_write_keeps_its_snapshot => one_phase_cases::reader_admitted_before_the_write_keeps_its_snapshot,
             one_phase_crash_at_each_step => one_phase_cases::crash_at_each_step,

@@ -14,6 +14,7 @@ use super::faulty::{FaultyStore, is_prewrite};
 use super::hooks::{CrashAt, OnePhase, PauseAt, RecordSteps};
 use super::{StoreFactory, client};
 use crate::error::Error;
+use crate::records::{SHORT_VALUE_MAX, WriteRecord};
 use crate::store::{
     Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowMutation,
     RowStore, Scan,
@@ -93,12 +94,161 @@ pub async fn snapshot_read_condition<F: StoreFactory>(factory: &F) {
     assert_eq!(outcome(&*store, "a", 302).await, applied);
 }
 
+/// The condition is atomic with the write against readers running at the same time: two OS
+/// threads, released together by a spin barrier, race a conditional put of a new row at `ts`
+/// against a scan (every fourth round a point read) admitted at `ts`. Whenever the put
+/// applies, the reader must see it — the put cannot have been checked before the reader was
+/// admitted and land after the reader looked. The reader starts 0–24 µs after the writer, so
+/// the rounds sweep the writer's whole check-then-write window. The new row sorts first in the
+/// scanned range, where the scan looks first. (sled: a scan finds rows in a tree before it
+/// latches them; this case fails there if the scan does not cycle the backend's scan gates.)
+pub async fn condition_is_atomic_against_concurrent_readers<F: StoreFactory>(factory: &F) {
+    const ROUNDS: u64 = 500;
+    let store = factory.open().await;
+    let tracks = store.limits().tracks_snapshot_reads;
+    let handle = tokio::runtime::Handle::current();
+    let (outcomes, seen) =
+        tokio::task::spawn_blocking(move || race_puts_against_readers(&*store, &handle, ROUNDS))
+            .await
+            .unwrap();
+    let mut applied = 0;
+    for (round, (outcome, seen)) in outcomes.into_iter().zip(seen).enumerate() {
+        if outcome.applied() {
+            applied += 1;
+            assert!(
+                seen,
+                "round {round}: the put applied at {} but a reader admitted then did not see it",
+                race_ts(round as u64)
+            );
+        } else {
+            assert_eq!(outcome, MutationOutcome::ConditionFailed { condition: 0 });
+        }
+    }
+    if !tracks {
+        assert_eq!(applied, 0, "the store does not track snapshot reads");
+    }
+    println!("{applied} of {ROUNDS} racing puts applied before their reader");
+}
+
+fn race_ts(round: u64) -> u64 {
+    1_000 + round
+}
+
+/// Descending names: each round's row sorts before every row of the earlier rounds.
+fn race_row(round: u64) -> Bytes {
+    Bytes::from(format!("r{:05}", 99_999 - round))
+}
+
+/// Runs the rounds of [`condition_is_atomic_against_concurrent_readers`]: each put's outcome,
+/// and whether each reader saw the put's row.
+fn race_puts_against_readers<S: RowStore>(
+    store: &S,
+    handle: &tokio::runtime::Handle,
+    rounds: u64,
+) -> (Vec<MutationOutcome>, Vec<bool>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let arrived = AtomicU64::new(0);
+    // Both threads leave round `round`'s barrier within a few hundred nanoseconds.
+    let barrier = |round: u64| {
+        arrived.fetch_add(1, Ordering::SeqCst);
+        let mut spins = 0u32;
+        while arrived.load(Ordering::SeqCst) < 2 * (round + 1) {
+            spins += 1;
+            if spins.is_multiple_of(4096) {
+                std::thread::yield_now(); // the other thread may share our core
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            (0..rounds)
+                .map(|round| {
+                    barrier(round);
+                    let mut put = put_if_unread_since("", race_ts(round));
+                    put.row = race_row(round);
+                    handle
+                        .block_on(store.mutate_rows(vec![put]))
+                        .expect("mutate_rows")[0]
+                })
+                .collect()
+        });
+        let reader = scope.spawn(|| {
+            (0..rounds)
+                .map(|round| {
+                    barrier(round);
+                    spin_for_micros(round % 25);
+                    handle.block_on(read_race_row(store, round))
+                })
+                .collect()
+        });
+        (writer.join().unwrap(), reader.join().unwrap())
+    })
+}
+
+/// Whether a snapshot reader at round `round`'s timestamp finds the round's row.
+async fn read_race_row<S: RowStore>(store: &S, round: u64) -> bool {
+    let row = race_row(round);
+    if round % 4 == 3 {
+        let cells = store
+            .read_row(ReadRow {
+                table: Bytes::from_static(b"t"),
+                row,
+                reads: vec![FamilyRead::all(Family::Data)],
+                snapshot_ts: Some(race_ts(round)),
+            })
+            .await
+            .unwrap();
+        !cells[0].is_empty()
+    } else {
+        let rows = store
+            .scan(Scan {
+                table: Bytes::from_static(b"t"),
+                start: Bound::Included(Bytes::from_static(b"r")),
+                end: Bound::Excluded(Bytes::from_static(b"s")),
+                read: FamilyRead::all(Family::Data),
+                row_limit: Some(1),
+                snapshot_ts: Some(race_ts(round)),
+            })
+            .await
+            .unwrap();
+        rows.first().is_some_and(|r| r.row == row)
+    }
+}
+
+/// Busy-waits (without yielding) to shift one side of a race by a few microseconds.
+fn spin_for_micros(micros: u64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_micros(micros);
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// The data and write families of `row` in the transactions' table, as stored.
+async fn raw_row<S: RowStore>(store: &S, row: &str) -> Vec<Vec<crate::store::Cell>> {
+    store
+        .read_row(ReadRow {
+            table: Bytes::from_static(TABLE.as_bytes()),
+            row: Bytes::copy_from_slice(row.as_bytes()),
+            reads: vec![
+                FamilyRead::all(Family::Data),
+                FamilyRead::all(Family::Write),
+            ],
+            snapshot_ts: None,
+        })
+        .await
+        .unwrap()
+}
+
 async fn value<S: RowStore>(c: &Client<S>, row: &str) -> Option<Bytes> {
     c.begin().await.unwrap().get(TABLE, row, "v").await.unwrap()
 }
 
 /// A single-row commit takes the one-phase path exactly when the store supports it, and leaves
-/// the same visible state as two-phase commit: the value, no lock.
+/// the same visible state as two-phase commit: the value, no lock. In one phase short values
+/// ride inline in the write records; long ones, and two-phase commits, use data versions, and
+/// reads and scans mix both.
 pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let c = client(&store).await;
@@ -127,6 +277,30 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     assert_eq!(*steps.0.lock(), expected);
     assert_eq!(value(&c, "r").await, Some(Bytes::from("one")));
     assert!(c.locks(TABLE).await.unwrap().is_empty());
+    // One phase: the short values ride in the write records, with no data versions.
+    let families = raw_row(&*store, "r").await;
+    let inline: Vec<Option<Bytes>> = families[1]
+        .iter()
+        .map(|cell| WriteRecord::decode_with_value(&cell.value).unwrap().1)
+        .collect();
+    if store.limits().tracks_snapshot_reads {
+        assert!(families[0].is_empty(), "data versions: {:?}", families[0]);
+        assert_eq!(inline, [Some(Bytes::from("one")), Some(Bytes::from("row"))]);
+    } else {
+        assert_eq!(families[0].len(), 2);
+        assert_eq!(inline, [None, None]);
+    }
+
+    // A value too long to ride inline goes to the data family, in one phase all the same.
+    let long = Bytes::from(vec![b'L'; SHORT_VALUE_MAX + 1]);
+    let mut t = c.begin().await.unwrap();
+    t.set(TABLE, "r", "x", long.clone()).unwrap();
+    t.commit().await.unwrap();
+    assert!(
+        raw_row(&*store, "r").await[0]
+            .iter()
+            .any(|d| d.value == long)
+    );
 
     // Two rows always take two phases, with or without the hook's permission.
     let steps = Arc::new(RecordSteps::default());
@@ -136,6 +310,27 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     t.set_commit_hook(Some(Arc::new(OnePhase(Arc::clone(&steps)))));
     t.commit().await.unwrap();
     assert!(steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite));
+    // A scan meets inline values and data versions in one row, in column order.
+    let scanned: Vec<(Bytes, Bytes, Bytes)> = c
+        .begin()
+        .await
+        .unwrap()
+        .scan(TABLE, "r".."t", Columns::All)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| (i.row, i.column, i.value))
+        .collect();
+    let item = |r: &'static str, col: &'static str, v: Bytes| (Bytes::from(r), Bytes::from(col), v);
+    assert_eq!(
+        scanned,
+        [
+            item("r", "v", Bytes::from("two")),
+            item("r", "w", Bytes::from("row")),
+            item("r", "x", long),
+            item("s", "v", Bytes::from("rows")),
+        ]
+    );
 
     // A delete commits in one phase too.
     let mut t = c.begin().await.unwrap();

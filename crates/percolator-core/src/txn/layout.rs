@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::records::{CellAddr, LockRecord, SHORT_VALUE_MAX, WriteKind, WriteRecord};
 use crate::store::{Condition, Family, FamilyRead, Mutation, ReadRow, RowMutation, TsRange};
 
 /// One buffered write of a transaction within a row: column and new value (`None` deletes).
@@ -59,8 +59,9 @@ pub(crate) fn prewrite(
 
 /// One-phase commit of every buffered column of one row (see `txn::one_phase`): the prewrite's
 /// conditions (same indexes: `2 * i` write check, `2 * i + 1` lock check), then "no snapshot
-/// read admitted at or after `commit_ts`"; data and notify cells at `start_ts` and the write
-/// records at `commit_ts`, with no lock.
+/// read admitted at or after `commit_ts`"; the write records at `commit_ts` — carrying values
+/// of up to [`SHORT_VALUE_MAX`] bytes inline, larger ones as data cells at `start_ts` — and
+/// notify cells at `start_ts`, with no lock.
 pub(crate) fn one_phase(
     table: &Bytes,
     row: &Bytes,
@@ -73,12 +74,22 @@ pub(crate) fn one_phase(
     let mut conditions = Vec::with_capacity(columns.len() * 2 + 1);
     let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
     for (column, value) in columns {
-        let kind = checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
+        let record = match value {
+            Some(short) if short.len() <= SHORT_VALUE_MAX => {
+                checks(column, start_ts, &mut conditions);
+                WriteRecord::encode_inline(start_ts, short)
+            }
+            _ => {
+                let kind =
+                    checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
+                WriteRecord { kind, start_ts }.encode()
+            }
+        };
         mutations.push(Mutation::Put {
             family: Family::Write,
             column: column.clone(),
             ts: commit_ts,
-            value: WriteRecord { kind, start_ts }.encode(),
+            value: record,
         });
     }
     conditions.push(Condition::NoSnapshotReadSince { ts: commit_ts });
@@ -91,16 +102,9 @@ pub(crate) fn one_phase(
     }
 }
 
-/// The prewrite checks of one column — no write record at or after `start_ts` (condition
-/// `2 * i`), no lock at all (`2 * i + 1`) — and its data put at `start_ts` (none for a delete).
-/// Returns the kind of write.
-fn checks_and_data(
-    column: &Bytes,
-    value: &Option<Bytes>,
-    start_ts: u64,
-    conditions: &mut Vec<Condition>,
-    mutations: &mut Vec<Mutation>,
-) -> WriteKind {
+/// The prewrite checks of one column: no write record at or after `start_ts` (condition
+/// `2 * i`), no lock at all (`2 * i + 1`).
+fn checks(column: &Bytes, start_ts: u64, conditions: &mut Vec<Condition>) {
     conditions.push(Condition::Absent {
         family: Family::Write,
         column: column.clone(),
@@ -111,6 +115,18 @@ fn checks_and_data(
         column: column.clone(),
         ts: TsRange::ALL,
     });
+}
+
+/// The prewrite [`checks`] of one column and its data put at `start_ts` (none for a delete).
+/// Returns the kind of write.
+fn checks_and_data(
+    column: &Bytes,
+    value: &Option<Bytes>,
+    start_ts: u64,
+    conditions: &mut Vec<Condition>,
+    mutations: &mut Vec<Mutation>,
+) -> WriteKind {
+    checks(column, start_ts, conditions);
     match value {
         Some(value) => {
             mutations.push(Mutation::Put {

@@ -4,7 +4,10 @@
 //! can go in together, in one conditional row mutation at a commit timestamp taken first. That
 //! halves the store work of the commonest small transaction (paper §3.2 names the extra round
 //! trips of two-phase commit as the main cost of a Percolator write; TiKV commits single-region
-//! transactions the same way).
+//! transactions the same way). Values of up to [`SHORT_VALUE_MAX`] bytes ride inline in their
+//! write records (TiKV's short values), so a one-cell commit writes one cell, not two.
+//!
+//! [`SHORT_VALUE_MAX`]: crate::records::SHORT_VALUE_MAX
 //!
 //! What the lock does in two-phase commit is stop a reader whose start timestamp is after our
 //! commit timestamp but who reads the row before our write lands: it finds the lock and waits.

@@ -42,7 +42,8 @@ impl<S: RowStore> ClientInner<S> {
         addr: &CellAddr,
         read_ts: u64,
     ) -> Result<Versioned> {
-        let started = Instant::now();
+        // Set when the first lock blocks us (no clock read on the common, lock-free path).
+        let mut started: Option<Instant> = None;
         let mut backoff = Backoff::new(&self.config);
         let columns = Columns::one(addr.column.clone());
         loop {
@@ -94,7 +95,12 @@ impl<S: RowStore> ClientInner<S> {
                 let record = LockRecord::decode(&lock_cell.value)?;
                 if !self.resolve_lock(addr, lock_cell.ts, &record).await? {
                     backoff
-                        .wait_or_timeout(started, addr, lock_cell.ts, &self.config)
+                        .wait_or_timeout(
+                            *started.get_or_insert_with(Instant::now),
+                            addr,
+                            lock_cell.ts,
+                            &self.config,
+                        )
                         .await?;
                 }
                 continue;
@@ -112,7 +118,7 @@ impl<S: RowStore> ClientInner<S> {
         data: &[Cell],
     ) -> Result<Versioned> {
         for cell in writes {
-            let record = WriteRecord::decode(&cell.value)?;
+            let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
             let commit_ts = Some(cell.ts);
             match record.kind {
                 WriteKind::Rollback => continue,
@@ -123,9 +129,10 @@ impl<S: RowStore> ClientInner<S> {
                     });
                 }
                 WriteKind::Put => {
-                    let value = match data.iter().find(|d| d.ts == record.start_ts) {
-                        Some(d) => d.value.clone(),
-                        None => self.read_data(addr, record.start_ts).await?,
+                    let value = match (inline, data.iter().find(|d| d.ts == record.start_ts)) {
+                        (Some(inline), _) => inline,
+                        (None, Some(d)) => d.value.clone(),
+                        (None, None) => self.read_data(addr, record.start_ts).await?,
                     };
                     return Ok(Versioned {
                         value: Some(value),
@@ -173,7 +180,8 @@ impl<S: RowStore> ClientInner<S> {
         columns: &Columns,
         read_ts: u64,
     ) -> Result<Vec<ScanItem>> {
-        let started = Instant::now();
+        // Set when the first lock blocks us (no clock read on the common, lock-free path).
+        let mut started: Option<Instant> = None;
         let mut backoff = Backoff::new(&self.config);
         // 1. Locks first (see the module docs), until none at or below read_ts remain.
         loop {
@@ -208,12 +216,17 @@ impl<S: RowStore> ClientInner<S> {
                 None => break,
                 Some((addr, lock_ts)) => {
                     backoff
-                        .wait_or_timeout(started, &addr, lock_ts, &self.config)
+                        .wait_or_timeout(
+                            *started.get_or_insert_with(Instant::now),
+                            &addr,
+                            lock_ts,
+                            &self.config,
+                        )
                         .await?
                 }
             }
         }
-        // 2. Write records, then the data they point at.
+        // 2. Write records, then the data versions they point at (inline values need none).
         let writes = self
             .store
             .scan(Scan {
@@ -229,66 +242,80 @@ impl<S: RowStore> ClientInner<S> {
             .await?;
         let mut out = Vec::new();
         for row in writes {
-            // column -> data start_ts of the newest non-rollback record (None = deleted)
-            let mut visible: BTreeMap<Bytes, Option<u64>> = BTreeMap::new();
+            // column -> the newest non-rollback record's outcome
+            let mut visible: BTreeMap<Bytes, Visible> = BTreeMap::new();
             for cell in &row.cells {
                 if visible.contains_key(&cell.column) {
                     continue;
                 }
-                let record = WriteRecord::decode(&cell.value)?;
-                match record.kind {
-                    WriteKind::Rollback => {}
-                    WriteKind::Delete => {
-                        visible.insert(cell.column.clone(), None);
-                    }
-                    WriteKind::Put => {
-                        visible.insert(cell.column.clone(), Some(record.start_ts));
-                    }
-                }
+                let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
+                let outcome = match (record.kind, inline) {
+                    (WriteKind::Rollback, _) => continue,
+                    (WriteKind::Delete, _) => Visible::Deleted,
+                    (WriteKind::Put, Some(value)) => Visible::Inline(value),
+                    (WriteKind::Put, None) => Visible::DataAt(record.start_ts),
+                };
+                visible.insert(cell.column.clone(), outcome);
             }
-            let wanted: Vec<(Bytes, u64)> = visible
-                .into_iter()
-                .filter_map(|(c, ts)| ts.map(|ts| (c, ts)))
-                .collect();
-            if wanted.is_empty() {
-                continue;
-            }
-            let lo = wanted.iter().map(|(_, ts)| *ts).min().unwrap_or(0);
-            let hi = wanted.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
-            let data = self
-                .store
-                .read_row(ReadRow {
-                    snapshot_ts: Some(read_ts),
-                    table: table.clone(),
-                    row: row.row.clone(),
-                    reads: vec![
-                        FamilyRead::all(Family::Data)
-                            .columns(Columns::Only(
-                                wanted.iter().map(|(c, _)| c.clone()).collect(),
-                            ))
-                            .ts(TsRange::new(lo, hi)),
-                    ],
+            let wanted: Vec<(&Bytes, u64)> = visible
+                .iter()
+                .filter_map(|(column, outcome)| match outcome {
+                    Visible::DataAt(ts) => Some((column, *ts)),
+                    _ => None,
                 })
-                .await?;
+                .collect();
+            let data = if wanted.is_empty() {
+                Vec::new()
+            } else {
+                let lo = wanted.iter().map(|(_, ts)| *ts).min().unwrap_or(0);
+                let hi = wanted.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
+                self.store
+                    .read_row(ReadRow {
+                        snapshot_ts: Some(read_ts),
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        reads: vec![
+                            FamilyRead::all(Family::Data)
+                                .columns(Columns::Only(
+                                    wanted.iter().map(|(c, _)| (*c).clone()).collect(),
+                                ))
+                                .ts(TsRange::new(lo, hi)),
+                        ],
+                    })
+                    .await?
+            };
             let by_version: HashMap<(&Bytes, u64), &Bytes> = data
                 .iter()
                 .flatten()
                 .map(|c| ((&c.column, c.ts), &c.value))
                 .collect();
-            for (column, ts) in &wanted {
-                let value = by_version.get(&(column, *ts)).ok_or_else(|| {
-                    Error::Corrupt(format!(
-                        "write record points at missing data version {ts} of row {:?} column {:?}",
-                        row.row, column
-                    ))
-                })?;
+            // In column order, inline values and data versions alike.
+            for (column, outcome) in &visible {
+                let value = match outcome {
+                    Visible::Deleted => continue,
+                    Visible::Inline(value) => value.clone(),
+                    Visible::DataAt(ts) => (*by_version.get(&(column, *ts)).ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "write record points at missing data version {ts} of row {:?} column {:?}",
+                            row.row, column
+                        ))
+                    })?)
+                    .clone(),
+                };
                 out.push(ScanItem {
                     row: row.row.clone(),
                     column: column.clone(),
-                    value: (*value).clone(),
+                    value,
                 });
             }
         }
         Ok(out)
     }
+}
+
+/// What the newest non-rollback write record of a column makes visible to a scan.
+enum Visible {
+    Deleted,
+    Inline(Bytes),
+    DataAt(u64),
 }

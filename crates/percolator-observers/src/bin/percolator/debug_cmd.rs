@@ -64,9 +64,17 @@ fn describe(family: Family, value: &Bytes) -> String {
                 )
             },
         ),
-        Family::Write => WriteRecord::decode(value).map_or_else(
+        Family::Write => WriteRecord::decode_with_value(value).map_or_else(
             |e| format!("<{e}>"),
-            |w| format!("{:?} start_ts={}", w.kind, w.start_ts),
+            |(w, inline)| match inline {
+                Some(v) => format!(
+                    "{:?} start_ts={} inline={}",
+                    w.kind,
+                    w.start_ts,
+                    show(&v, 40)
+                ),
+                None => format!("{:?} start_ts={}", w.kind, w.start_ts),
+            },
         ),
         Family::Notify => NotifyRecord::decode(value).map_or_else(
             |e| format!("<{e}>"),
