@@ -11,8 +11,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(lock) = LockRecord::decode(&bytes) {
         assert_eq!(lock.encode(), bytes);
     }
-    if let Ok(write) = WriteRecord::decode(&bytes) {
-        assert_eq!(write.encode(), bytes);
+    if let Ok((write, inline)) = WriteRecord::decode_with_value(&bytes) {
+        let encoded = match inline {
+            Some(value) => WriteRecord::encode_inline(write.start_ts, &value),
+            None => write.encode(),
+        };
+        assert_eq!(encoded, bytes);
     }
     if let Ok(notify) = NotifyRecord::decode(&bytes) {
         assert_eq!(notify.encode(), bytes);

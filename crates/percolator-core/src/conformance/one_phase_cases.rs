@@ -124,7 +124,13 @@ pub async fn condition_is_atomic_against_concurrent_readers<F: StoreFactory>(fac
             assert_eq!(outcome, MutationOutcome::ConditionFailed { condition: 0 });
         }
     }
-    if !tracks {
+    if tracks {
+        // Otherwise the visibility assertion above never ran and the case proves nothing.
+        assert!(
+            applied > 0,
+            "no racing put applied in {ROUNDS} rounds: every one-phase condition failed"
+        );
+    } else {
         assert_eq!(applied, 0, "the store does not track snapshot reads");
     }
     println!("{applied} of {ROUNDS} racing puts applied before their reader");
