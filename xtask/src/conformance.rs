@@ -78,7 +78,8 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
         let mut extra = Vec::new();
         let mut env = Vec::new();
         if target.cluster {
-            extra.extend(["--features", "cluster-tests"]);
+            // Qualified: nextest builds the whole workspace (see `run_tests`).
+            extra.extend(["--features", "percolator-backend-tikv/cluster-tests"]);
             if let Some(pd) = &pd {
                 env.push(("PERCOLATOR_TIKV_PD", pd.as_str()));
             }

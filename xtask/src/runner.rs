@@ -48,6 +48,11 @@ pub fn count_before(line: &str, word: &str) -> u64 {
 
 /// Runs tests with nextest (or `cargo test` if nextest is missing), streaming output, and returns
 /// the counts from the runner's summary.
+///
+/// With nextest, `packages` become part of the filter expression and the build is always the
+/// whole workspace's: selecting packages with `-p` changes cargo's feature unification, so every
+/// step of `cargo xtask ci` would rebuild dozens of shared dependencies (about 40 crates for the
+/// mem backend alone). Without nextest, `filter` names a test target and `-p` selects.
 pub fn run_tests(
     packages: &[&str],
     filter: Option<&str>,
@@ -64,18 +69,21 @@ pub fn run_tests(
     } else {
         cmd.args(["test", "--no-fail-fast"]);
     }
-    for p in packages {
-        cmd.args(["-p", p]);
-    }
-    cmd.args(extra_test_args);
-    cmd.envs(env.iter().copied());
-    if let Some(f) = filter {
-        if nextest {
-            cmd.args(["-E", f]);
-        } else {
+    if nextest {
+        cmd.arg("--workspace");
+        if let Some(expr) = nextest_filter(packages, filter) {
+            cmd.args(["-E", &expr]);
+        }
+    } else {
+        for p in packages {
+            cmd.args(["-p", p]);
+        }
+        if let Some(f) = filter {
             cmd.args(["--test", f]);
         }
     }
+    cmd.args(extra_test_args);
+    cmd.envs(env.iter().copied());
     let output = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -108,9 +116,43 @@ pub fn run_tests(
     Ok(counts)
 }
 
+/// The nextest filter expression selecting `filter` within `packages` (all packages if empty).
+fn nextest_filter(packages: &[&str], filter: Option<&str>) -> Option<String> {
+    let packages = (!packages.is_empty()).then(|| {
+        packages
+            .iter()
+            .map(|p| format!("package(={p})"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    });
+    match (packages, filter) {
+        (None, None) => None,
+        (Some(p), None) => Some(p),
+        (None, Some(f)) => Some(f.to_owned()),
+        (Some(p), Some(f)) => Some(format!("({p}) & ({f})")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::count_before;
+    use super::{count_before, nextest_filter};
+
+    #[test]
+    fn packages_become_part_of_the_nextest_filter() {
+        assert_eq!(nextest_filter(&[], None), None);
+        assert_eq!(
+            nextest_filter(&["a"], Some("binary(conformance)")).as_deref(),
+            Some("(package(=a)) & (binary(conformance))")
+        );
+        assert_eq!(
+            nextest_filter(&["a", "b"], None).as_deref(),
+            Some("package(=a) | package(=b)")
+        );
+        assert_eq!(
+            nextest_filter(&[], Some("not binary(~x)")).as_deref(),
+            Some("not binary(~x)")
+        );
+    }
 
     #[test]
     fn parses_nextest_and_libtest_summaries() {
