@@ -1,5 +1,6 @@
-//! `cargo xtask bench`: runs the benchmark binaries in release mode, collects their JSON under
-//! `target/bench/`, renders SVG plots and prints markdown tables.
+//! `cargo xtask bench`: builds the benchmark binaries once (release mode; see
+//! [`crate::binaries`]), runs them, collects their JSON under `target/bench/`, renders SVG plots
+//! and prints markdown tables.
 //!
 //! Per backend: the Figure 8 microbenchmarks and oracle throughput (`percolator-bench micro`),
 //! Zipf-versus-uniform contention (`percolator-bench contention`), the TPC-E-style benchmark
@@ -13,8 +14,8 @@ use std::process::Command;
 use clap::ValueEnum;
 use serde_json::Value;
 
+use crate::binaries::{self, Binaries, Profile};
 use crate::plot::{Chart, Series, svg};
-use crate::runner::cargo;
 
 /// Backends a benchmark can run on.
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
@@ -28,15 +29,6 @@ pub enum BenchBackend {
 }
 
 const OUT: &str = "target/bench";
-
-/// The cargo profile the benchmark binaries are built with: release, unless `--dev-build` asked
-/// for the dev profile (dependencies optimized, our crates not: a smoke run that reuses the test
-/// build, for CI; its figures are not comparable).
-static PROFILE_ARGS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
-
-fn profile_args() -> &'static [&'static str] {
-    PROFILE_ARGS.get().copied().unwrap_or(&["--release"])
-}
 
 fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
     match choice {
@@ -55,10 +47,6 @@ pub fn bench(
     dev_build: bool,
     pd: Option<String>,
 ) -> Result<(), String> {
-    if dev_build {
-        let _ = PROFILE_ARGS.set(&[]);
-        println!("(dev build: a smoke run; the figures below are not comparable to release runs)");
-    }
     let pd = pd
         .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
         .filter(|p| !p.trim().is_empty());
@@ -66,17 +54,25 @@ pub fn bench(
         return Err("--backend tikv needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
     }
     std::fs::create_dir_all(OUT).map_err(|e| format!("{OUT}: {e}"))?;
+    let profile = if dev_build {
+        println!("(dev build: a smoke run; the figures below are not comparable to release runs)");
+        Profile::DevLikeTests
+    } else {
+        Profile::Release
+    };
+    let measures_tikv = backends(choice, pd.as_deref()).contains(&"tikv");
+    let bin = binaries::build(profile, measures_tikv)?;
     if !only_freshness {
         let mut micro_reports = Vec::new();
         for backend in backends(choice, pd.as_deref()) {
-            micro_reports.push((backend, micro(backend, quick, pd.as_deref())?));
+            micro_reports.push((backend, micro(&bin, backend, quick, pd.as_deref())?));
         }
         micro_summary(&micro_reports)?;
         let mut tpce_reports = Vec::new();
         for backend in backends(choice, pd.as_deref()) {
-            tpce_reports.push((backend, tpce(backend, quick, pd.as_deref())?));
+            tpce_reports.push((backend, tpce(&bin, backend, quick, pd.as_deref())?));
             if backend == "sled" {
-                tpce_reports.push(("sled-peer", tpce("sled-peer", quick, None)?));
+                tpce_reports.push(("sled-peer", tpce(&bin, "sled-peer", quick, None)?));
             }
         }
         tpce_summary(&tpce_reports)?;
@@ -84,12 +80,12 @@ pub fn bench(
             "\n## Contention: Zipf (θ = 0.99) against uniform keys, 2-key read-modify-write transactions\n"
         );
         for backend in backends(choice, pd.as_deref()) {
-            contention(backend, quick, pd.as_deref())?;
+            contention(&bin, backend, quick, pd.as_deref())?;
         }
     }
     let mut reports = Vec::new();
     for backend in backends(choice, pd.as_deref()) {
-        reports.push((backend, freshness(backend, quick, pd.as_deref())?));
+        reports.push((backend, freshness(&bin, backend, quick, pd.as_deref())?));
     }
     println!("\n## Freshness: load → clustered latency, incremental vs batch\n");
     println!(
@@ -116,29 +112,17 @@ pub fn bench(
     Ok(())
 }
 
-fn freshness(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn freshness(
+    bin: &Binaries,
+    backend: &str,
+    quick: bool,
+    pd: Option<&str>,
+) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("freshness-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("freshness-db-{backend}"));
     let _ = std::fs::remove_dir_all(&db);
-    let features = if backend == "tikv" {
-        "sled,mem,tikv"
-    } else {
-        "sled,mem"
-    };
-    let mut cmd = cargo();
-    cmd.arg("run").args(profile_args());
-    cmd.args([
-        "--quiet",
-        "-p",
-        "percolator-observers",
-        "--features",
-        features,
-        "--bin",
-        "percolator",
-        "--",
-        "--backend",
-        backend,
-    ]);
+    let mut cmd = bin.percolator();
+    cmd.args(["--backend", backend]);
     cmd.arg("--db").arg(&db);
     if let Some(pd) = pd {
         cmd.args(["--pd", pd, "--namespace"])
@@ -201,10 +185,10 @@ fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
     }
 }
 
-fn micro(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn micro(bin: &Binaries, backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("micro-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("micro-db-{backend}"));
-    let mut cmd = bench_binary(backend, pd);
+    let mut cmd = bench_binary(bin, backend, pd);
     cmd.args(["micro", "--backend", backend]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {
@@ -263,25 +247,24 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
     Ok(())
 }
 
-/// `percolator-bench` with the features a backend needs, and `--pd` for TiKV.
-fn bench_binary(backend: &str, pd: Option<&str>) -> Command {
-    let mut cmd = cargo();
-    cmd.arg("run").args(profile_args());
-    cmd.args(["--quiet", "-p", "percolator-bench"]);
-    if backend == "tikv" {
-        cmd.args(["--features", "tikv"]);
-    }
-    cmd.args(["--bin", "percolator-bench", "--"]);
+/// `percolator-bench`, with `--pd` for TiKV.
+fn bench_binary(bin: &Binaries, backend: &str, pd: Option<&str>) -> Command {
+    let mut cmd = bin.bench();
     if let Some(pd) = pd.filter(|_| backend == "tikv") {
         cmd.args(["--pd", pd]);
     }
     cmd
 }
 
-fn contention(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn contention(
+    bin: &Binaries,
+    backend: &str,
+    quick: bool,
+    pd: Option<&str>,
+) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("contention-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("contention-db-{backend}"));
-    let mut cmd = bench_binary(backend, pd);
+    let mut cmd = bench_binary(bin, backend, pd);
     cmd.args(["contention", "--backend", backend]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {
@@ -291,10 +274,10 @@ fn contention(backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, Str
     run_for_json(cmd, &json, &format!("contention on {backend}"))
 }
 
-fn tpce(system: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn tpce(bin: &Binaries, system: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("tpce-{system}.json"));
     let db = PathBuf::from(OUT).join(format!("tpce-db-{system}"));
-    let mut cmd = bench_binary(system, pd);
+    let mut cmd = bench_binary(bin, system, pd);
     cmd.args(["tpce", "--backend", system]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {

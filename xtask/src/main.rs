@@ -11,6 +11,7 @@
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.
 
 mod bench;
+mod binaries;
 mod ci;
 mod conformance;
 mod plot;

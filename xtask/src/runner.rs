@@ -18,8 +18,30 @@ impl Counts {
     }
 }
 
+/// A `cargo` command with the environment of the shell that ran `cargo xtask`.
+///
+/// `cargo run` sets `CARGO_PKG_*`, `CARGO_MANIFEST_*` and the like for the xtask binary; a cargo
+/// started from here would inherit them, and build scripts that watch them (ring's does, through
+/// `rerun-if-env-changed`) would see a changed environment and rebuild, again on the next build
+/// started from the shell, and so on. They are removed.
 pub fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(set_by_cargo_run) {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// Whether `cargo run` sets this variable for the binary it runs (and only for it).
+fn set_by_cargo_run(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            key,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+        )
 }
 
 pub fn have_nextest() -> bool {
@@ -135,7 +157,28 @@ fn nextest_filter(packages: &[&str], filter: Option<&str>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{count_before, nextest_filter};
+    use super::{count_before, nextest_filter, set_by_cargo_run};
+
+    #[test]
+    fn child_cargo_drops_what_cargo_run_set_for_xtask() {
+        for key in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+            "OUT_DIR",
+        ] {
+            assert!(set_by_cargo_run(key), "{key}");
+        }
+        for key in [
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_TERM_COLOR",
+            "CARGO_INCREMENTAL",
+            "CC",
+        ] {
+            assert!(!set_by_cargo_run(key), "{key}");
+        }
+    }
 
     #[test]
     fn packages_become_part_of_the_nextest_filter() {

@@ -1,0 +1,151 @@
+//! The benchmark executables (`percolator-bench`, `percolator`): built by one `cargo build` per
+//! `cargo xtask bench` run, then executed directly.
+//!
+//! Why not `cargo run -p …` per step: cargo resolves features per invocation, so
+//! `-p percolator-bench` and `-p percolator-observers` each build their own copy of every crate
+//! whose features differ, and in a dev build neither matches the test build CI has just made
+//! (`cargo test --workspace` unifies dev-dependency features, tokio's `test-util` for one), so
+//! each step recompiled tokio, sled and everything above them. Building once, with the same
+//! selection as the test build in dev mode, and running the executables cargo reports, reuses
+//! what is already built.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::runner::cargo;
+
+/// How the executables are built.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Profile {
+    /// `--release`: the figures worth reporting.
+    Release,
+    /// The dev profile with `cargo test --workspace`'s target selection (lib, bins, tests,
+    /// examples), so every dependency is shared with the test build: a smoke run.
+    DevLikeTests,
+}
+
+/// Paths of the built executables.
+pub struct Binaries {
+    /// `percolator-bench` (micro, contention, TPC-E-style).
+    pub bench: PathBuf,
+    /// `percolator` (the freshness experiment).
+    pub percolator: PathBuf,
+}
+
+impl Binaries {
+    /// A command running `percolator-bench`.
+    pub fn bench(&self) -> Command {
+        Command::new(&self.bench)
+    }
+
+    /// A command running the `percolator` CLI.
+    pub fn percolator(&self) -> Command {
+        Command::new(&self.percolator)
+    }
+}
+
+/// The `cargo build` arguments for a profile (and the TiKV feature when a cluster is measured).
+pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
+    let mut args = vec!["build", "--message-format=json-render-diagnostics"];
+    match profile {
+        Profile::Release => {
+            args.extend([
+                "--release",
+                "-p",
+                "percolator-bench",
+                "-p",
+                "percolator-observers",
+            ]);
+            args.push("--bins");
+        }
+        Profile::DevLikeTests => {
+            args.extend(["--workspace", "--lib", "--bins", "--tests", "--examples"]);
+        }
+    }
+    if tikv {
+        args.extend([
+            "--features",
+            "percolator-bench/tikv,percolator-observers/tikv",
+        ]);
+    }
+    args
+}
+
+/// Builds both executables and returns their paths. Compiler progress goes to stderr.
+pub fn build(profile: Profile, tikv: bool) -> Result<Binaries, String> {
+    let args = build_args(profile, tikv);
+    println!("== cargo {}", args.join(" "));
+    let output = cargo()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running cargo build: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building the benchmarks failed ({})",
+            output.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let find = |name: &str| {
+        executable(&stdout, name)
+            .ok_or_else(|| format!("cargo build reported no `{name}` executable"))
+    };
+    Ok(Binaries {
+        bench: find("percolator-bench")?,
+        percolator: find("percolator")?,
+    })
+}
+
+/// The executable of binary target `name` (not its unit-test harness) in cargo's JSON messages.
+fn executable(messages: &str, name: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| m["target"]["name"] == name)
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+        })
+        .filter(|m| m["profile"]["test"] == false)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_binary_not_its_test_harness() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["bin"]},"profile":{"test":true},"executable":"/t/debug/deps/percolator-abc"}"#,
+            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["lib"]},"profile":{"test":false},"executable":null}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+            "not json",
+            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/percolator"}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            executable(&messages, "percolator"),
+            Some(PathBuf::from("/t/debug/percolator"))
+        );
+        assert_eq!(executable(&messages, "percolator-bench"), None);
+    }
+
+    #[test]
+    fn dev_builds_select_what_the_test_build_selects() {
+        let args = build_args(Profile::DevLikeTests, false);
+        for a in ["--workspace", "--lib", "--bins", "--tests", "--examples"] {
+            assert!(args.contains(&a), "{a} missing from {args:?}");
+        }
+        assert!(!args.contains(&"--release"));
+        let release = build_args(Profile::Release, true);
+        assert!(release.contains(&"--release"));
+        assert!(release.contains(&"percolator-bench/tikv,percolator-observers/tikv"));
+    }
+}
