@@ -60,16 +60,16 @@ pub fn bench(
     } else {
         Profile::Release
     };
-    let measures_tikv = backends(choice, pd.as_deref()).contains(&"tikv");
-    let bin = binaries::build(profile, measures_tikv)?;
+    let systems = backends(choice, pd.as_deref());
+    let bin = binaries::build(profile, systems.contains(&"tikv"))?;
     if !only_freshness {
         let mut micro_reports = Vec::new();
-        for backend in backends(choice, pd.as_deref()) {
+        for &backend in &systems {
             micro_reports.push((backend, micro(&bin, backend, quick, pd.as_deref())?));
         }
         micro_summary(&micro_reports)?;
         let mut tpce_reports = Vec::new();
-        for backend in backends(choice, pd.as_deref()) {
+        for &backend in &systems {
             tpce_reports.push((backend, tpce(&bin, backend, quick, pd.as_deref())?));
             if backend == "sled" {
                 tpce_reports.push(("sled-peer", tpce(&bin, "sled-peer", quick, None)?));
@@ -79,12 +79,12 @@ pub fn bench(
         println!(
             "\n## Contention: Zipf (θ = 0.99) against uniform keys, 2-key read-modify-write transactions\n"
         );
-        for backend in backends(choice, pd.as_deref()) {
+        for &backend in &systems {
             contention(&bin, backend, quick, pd.as_deref())?;
         }
     }
     let mut reports = Vec::new();
-    for backend in backends(choice, pd.as_deref()) {
+    for &backend in &systems {
         reports.push((backend, freshness(&bin, backend, quick, pd.as_deref())?));
     }
     println!("\n## Freshness: load → clustered latency, incremental vs batch\n");

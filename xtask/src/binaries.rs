@@ -29,9 +29,9 @@ pub enum Profile {
 /// Paths of the built executables.
 pub struct Binaries {
     /// `percolator-bench` (micro, contention, TPC-E-style).
-    pub bench: PathBuf,
+    bench: PathBuf,
     /// `percolator` (the freshness experiment).
-    pub percolator: PathBuf,
+    percolator: PathBuf,
 }
 
 impl Binaries {
@@ -57,8 +57,8 @@ pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
                 "percolator-bench",
                 "-p",
                 "percolator-observers",
+                "--bins",
             ]);
-            args.push("--bins");
         }
         Profile::DevLikeTests => {
             args.extend(["--workspace", "--lib", "--bins", "--tests", "--examples"]);
