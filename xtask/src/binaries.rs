@@ -2,7 +2,7 @@
 //! `cargo xtask bench` run, then executed directly.
 //!
 //! Why not `cargo run -p …` per step: cargo resolves features per invocation, so
-//! `-p percolator-bench` and `-p percolator-observers` each build their own copy of every crate
+//! `-p percolator-bench` and `-p percolator-cli` each build their own copy of every crate
 //! whose features differ, and in a dev build neither matches the test build CI has just made
 //! (`cargo test --workspace` unifies dev-dependency features, tokio's `test-util` for one), so
 //! each step recompiled tokio, sled and everything above them. Building once, with the same
@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use cargo_metadata::{Message, TargetKind};
 
 use crate::runner::cargo;
 
@@ -56,7 +56,7 @@ pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
                 "-p",
                 "percolator-bench",
                 "-p",
-                "percolator-observers",
+                "percolator-cli",
                 "--bins",
             ]);
         }
@@ -65,10 +65,7 @@ pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
         }
     }
     if tikv {
-        args.extend([
-            "--features",
-            "percolator-bench/tikv,percolator-observers/tikv",
-        ]);
+        args.extend(["--features", "percolator-bench/tikv,percolator-cli/tikv"]);
     }
     args
 }
@@ -89,9 +86,8 @@ pub fn build(profile: Profile, tikv: bool) -> Result<Binaries, String> {
             output.status
         ));
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let find = |name: &str| {
-        executable(&stdout, name)
+        executable(&output.stdout, name)
             .ok_or_else(|| format!("cargo build reported no `{name}` executable"))
     };
     Ok(Binaries {
@@ -101,40 +97,69 @@ pub fn build(profile: Profile, tikv: bool) -> Result<Binaries, String> {
 }
 
 /// The executable of binary target `name` (not its unit-test harness) in cargo's JSON messages.
-fn executable(messages: &str, name: &str) -> Option<PathBuf> {
-    messages
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact")
-        .filter(|m| m["target"]["name"] == name)
-        .filter(|m| {
-            m["target"]["kind"]
-                .as_array()
-                .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+fn executable(messages: &[u8], name: &str) -> Option<PathBuf> {
+    Message::parse_stream(messages)
+        .filter_map(Result::ok)
+        .filter_map(|m| match m {
+            Message::CompilerArtifact(artifact) => Some(artifact),
+            _ => None,
         })
-        .filter(|m| m["profile"]["test"] == false)
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .filter(|a| a.target.name == name && a.target.kind.contains(&TargetKind::Bin))
+        .filter(|a| !a.profile.test)
+        .find_map(|a| a.executable.map(PathBuf::from))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A `compiler-artifact` message as cargo prints it.
+    fn artifact(kind: &str, test: bool, executable: Option<&str>) -> String {
+        serde_json::json!({
+            "reason": "compiler-artifact",
+            "package_id": "path+file:///w/percolator-cli#0.1.0",
+            "manifest_path": "/w/percolator-cli/Cargo.toml",
+            "target": {
+                "name": "percolator",
+                "kind": [kind],
+                "crate_types": [kind],
+                "required-features": [],
+                "src_path": "/w/percolator-cli/src/main.rs",
+                "edition": "2024",
+                "doctest": false,
+                "test": true,
+                "doc": true
+            },
+            "profile": {
+                "opt_level": "0",
+                "debuginfo": 2,
+                "debug_assertions": true,
+                "overflow_checks": true,
+                "test": test
+            },
+            "features": [],
+            "filenames": ["/t/debug/percolator"],
+            "executable": executable,
+            "fresh": true
+        })
+        .to_string()
+    }
+
     #[test]
     fn finds_the_binary_not_its_test_harness() {
         let messages = [
-            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["bin"]},"profile":{"test":true},"executable":"/t/debug/deps/percolator-abc"}"#,
-            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["lib"]},"profile":{"test":false},"executable":null}"#,
-            r#"{"reason":"build-finished","success":true}"#,
-            "not json",
-            r#"{"reason":"compiler-artifact","target":{"name":"percolator","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/percolator"}"#,
+            artifact("bin", true, Some("/t/debug/deps/percolator-abc")),
+            artifact("lib", false, None),
+            r#"{"reason":"build-finished","success":true}"#.to_owned(),
+            "not json".to_owned(),
+            artifact("bin", false, Some("/t/debug/percolator")),
         ]
         .join("\n");
         assert_eq!(
-            executable(&messages, "percolator"),
+            executable(messages.as_bytes(), "percolator"),
             Some(PathBuf::from("/t/debug/percolator"))
         );
-        assert_eq!(executable(&messages, "percolator-bench"), None);
+        assert_eq!(executable(messages.as_bytes(), "percolator-bench"), None);
     }
 
     #[test]
@@ -146,6 +171,6 @@ mod tests {
         assert!(!args.contains(&"--release"));
         let release = build_args(Profile::Release, true);
         assert!(release.contains(&"--release"));
-        assert!(release.contains(&"percolator-bench/tikv,percolator-observers/tikv"));
+        assert!(release.contains(&"percolator-bench/tikv,percolator-cli/tikv"));
     }
 }

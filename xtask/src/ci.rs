@@ -1,6 +1,6 @@
-//! `cargo xtask ci`: formatting, lints, every test.
+//! `cargo xtask ci`: formatting, lints and docs on every feature, the MSRV, every test.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::Backend;
 use crate::conformance::conformance;
@@ -16,36 +16,49 @@ pub fn step(name: &str, mut cmd: Command) -> Result<(), String> {
     }
 }
 
+/// Every package of the workspace whose tests `ci` runs (the conformance binaries separately).
+const PACKAGES: [&str; 9] = [
+    "percolator-core",
+    "percolator-backend-mem",
+    "percolator-backend-sled",
+    "percolator-backend-tikv",
+    "percolator-observers",
+    "percolator-webindex",
+    "percolator-cli",
+    "percolator-bench",
+    "xtask",
+];
+
 pub fn ci() -> Result<Counts, String> {
+    let mut total = Counts::default();
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     step("cargo fmt --check", fmt)?;
+    // Every feature at once: the tikv paths of the CLI and the bench binary and the
+    // `cluster-tests` suite are compiled and linted too (no feature of the workspace conflicts).
     let mut clippy = cargo();
     clippy.args([
         "clippy",
         "--workspace",
         "--all-targets",
+        "--all-features",
         "--",
         "-D",
         "warnings",
     ]);
-    step("cargo clippy -D warnings", clippy)?;
+    step("cargo clippy --all-features -D warnings", clippy)?;
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    step("cargo doc (broken intra-doc links denied)", doc)?;
+    total.add(msrv()?);
 
-    let mut total = conformance(Backend::All, None)?;
+    total.add(conformance(Backend::All, None)?);
     println!("== other tests");
-    let packages = [
-        "percolator-core",
-        "percolator-backend-mem",
-        "percolator-backend-sled",
-        "percolator-backend-tikv",
-        "percolator-observers",
-        "percolator-bench",
-        "xtask",
-    ];
     let rest = if have_nextest() {
-        run_tests(&packages, Some("not binary(~conformance)"), &[], &[])?
+        run_tests(&PACKAGES, Some("not binary(~conformance)"), &[], &[])?
     } else {
-        run_tests(&packages, None, &[], &[])?
+        run_tests(&PACKAGES, None, &[], &[])?
     };
     total.add(rest);
     println!("== doc tests");
@@ -53,4 +66,79 @@ pub fn ci() -> Result<Counts, String> {
     doc.args(["test", "--doc", "--workspace", "--quiet"]);
     step("cargo test --doc", doc)?;
     Ok(total)
+}
+
+/// The declared `rust-version` of the workspace, from `cargo metadata`.
+fn declared_msrv() -> Result<String, String> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    let versions: std::collections::BTreeSet<String> = metadata
+        .workspace_packages()
+        .iter()
+        .filter_map(|p| p.rust_version.as_ref().map(ToString::to_string))
+        .collect();
+    let mut versions = versions.into_iter();
+    match (versions.next(), versions.next()) {
+        (Some(v), None) => Ok(v),
+        (None, _) => Err("no package declares a rust-version".into()),
+        (Some(a), Some(b)) => Err(format!(
+            "packages declare different rust-versions: {a}, {b}"
+        )),
+    }
+}
+
+/// Checks the libraries and binaries with the declared minimum Rust version, installing that
+/// toolchain with rustup when it is missing. Counted as one test (skipped, with the reason,
+/// only where there is no rustup to install it with).
+fn msrv() -> Result<Counts, String> {
+    let version = declared_msrv()?;
+    let toolchain = version
+        .strip_suffix(".0")
+        .filter(|v| v.matches('.').count() == 1)
+        .unwrap_or(&version)
+        .to_owned();
+    println!("== MSRV: cargo +{toolchain} check --workspace --lib --bins --all-features");
+    let rustup = Command::new("rustup")
+        .args(["--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !rustup.is_ok_and(|s| s.success()) {
+        println!("MSRV: SKIPPED, rustup is not installed (cannot fetch Rust {toolchain})");
+        return Ok(Counts {
+            skipped: 1,
+            ..Counts::default()
+        });
+    }
+    let mut install = Command::new("rustup");
+    install.args(["toolchain", "install", &toolchain, "--profile", "minimal"]);
+    step(&format!("rustup toolchain install {toolchain}"), install)?;
+    let mut check = Command::new("cargo");
+    check.args([
+        &format!("+{toolchain}"),
+        "check",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--all-features",
+        "--quiet",
+    ]);
+    // rustup's proxy picks the toolchain from `+…`; cargo's own variables would override it.
+    check
+        .env_remove("RUSTC")
+        .env_remove("CARGO")
+        .env_remove("RUSTUP_TOOLCHAIN");
+    crate::runner::drop_cargo_run_env(&mut check);
+    let passed = check.status().is_ok_and(|s| s.success());
+    println!(
+        "MSRV {toolchain}: {}",
+        if passed { "builds" } else { "FAILED" }
+    );
+    Ok(Counts {
+        passed: u64::from(passed),
+        failed: u64::from(!passed),
+        skipped: 0,
+    })
 }

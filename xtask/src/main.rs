@@ -4,8 +4,10 @@
 //!   shared conformance suite from each backend's own test target and prints pass/fail/skip
 //!   counts per backend. `tikv` needs a PD address (`--pd` or `PERCOLATOR_TIKV_PD`); without one
 //!   it is reported as skipped, with the reason.
-//! - `cargo xtask ci`: `cargo fmt --check`, `cargo clippy --workspace --all-targets -D warnings`,
-//!   the conformance suite on every backend, every other test, doc tests; ends with one
+//! - `cargo xtask ci`: `cargo fmt --check`, `cargo clippy --workspace --all-targets
+//!   --all-features -D warnings`, `cargo doc` with warnings (broken intra-doc links) denied, a
+//!   check with the declared minimum Rust version (installed with rustup when missing), the
+//!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
 //! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness] [--dev-build]`: the benchmarks;
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.

@@ -26,12 +26,17 @@ impl Counts {
 /// started from the shell, and so on. They are removed.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    drop_cargo_run_env(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment what `cargo run` set for xtask (see [`cargo`]).
+pub fn drop_cargo_run_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         if key.to_str().is_some_and(set_by_cargo_run) {
             cmd.env_remove(key);
         }
     }
-    cmd
 }
 
 /// Whether `cargo run` sets this variable for the binary it runs (and only for it).

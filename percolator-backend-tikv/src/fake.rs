@@ -1,0 +1,228 @@
+//! An in-process double of TiKV's transactional API: multi-version keys, snapshot reads at the
+//! start timestamp, optimistic commit that fails on a write-write conflict (a version of a written
+//! key committed after the start timestamp), and injectable faults (ambiguous commits, transient
+//! unavailability). One mutex guards it all: it is a test double, not a store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use crate::api::{KvApi, KvError, KvTxn};
+
+/// Versions of one key: `(commit_ts, value)`, oldest first; `None` is a deletion.
+type Versions = Vec<(u64, Option<Vec<u8>>)>;
+
+#[derive(Default)]
+struct State {
+    data: BTreeMap<Vec<u8>, Versions>,
+    ts: u64,
+}
+
+impl State {
+    fn next_ts(&mut self) -> u64 {
+        self.ts += 1;
+        self.ts
+    }
+
+    fn read(&self, key: &[u8], at: u64) -> Option<Vec<u8>> {
+        self.data
+            .get(key)?
+            .iter()
+            .rev()
+            .find(|(ts, _)| *ts <= at)
+            .and_then(|(_, v)| v.clone())
+    }
+}
+
+/// Numbers the fake clusters of this process, for their ids.
+static NEXT_CLUSTER: AtomicU64 = AtomicU64::new(1);
+
+/// The fake cluster. Cheap to clone: clones share the state (and the id) of one cluster.
+#[derive(Clone)]
+pub struct FakeKv {
+    /// `fake-tikv:<n>`, unique in the process ([`KvApi::cluster_id`]).
+    id: Arc<str>,
+    state: Arc<Mutex<State>>,
+    ambiguous_commits: Arc<AtomicUsize>,
+    unavailable_reads: Arc<AtomicUsize>,
+}
+
+impl Default for FakeKv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeKv {
+    /// An empty cluster, with an id of its own.
+    pub fn new() -> Self {
+        Self {
+            id: format!("fake-tikv:{}", NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed)).into(),
+            state: Arc::default(),
+            ambiguous_commits: Arc::default(),
+            unavailable_reads: Arc::default(),
+        }
+    }
+
+    /// The next `n` commits are applied but answer [`KvError::Unavailable`] (a timeout after
+    /// the request reached the cluster).
+    pub fn inject_ambiguous_commits(&self, n: usize) {
+        self.ambiguous_commits.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` reads fail with [`KvError::Unavailable`] without effect.
+    pub fn inject_unavailable_reads(&self, n: usize) {
+        self.unavailable_reads.store(n, Ordering::SeqCst);
+    }
+
+    fn take(counter: &AtomicUsize) -> bool {
+        counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    fn txn(&self, read_only: bool) -> FakeTxn {
+        let start_ts = self.state.lock().next_ts();
+        FakeTxn {
+            kv: self.clone(),
+            start_ts,
+            writes: BTreeMap::new(),
+            read_only,
+        }
+    }
+}
+
+/// A transaction on [`FakeKv`].
+pub struct FakeTxn {
+    kv: FakeKv,
+    start_ts: u64,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    read_only: bool,
+}
+
+impl FakeTxn {
+    fn check_read(&self) -> Result<(), KvError> {
+        if FakeKv::take(&self.kv.unavailable_reads) {
+            return Err(KvError::Unavailable("injected: read timed out".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl KvApi for FakeKv {
+    type Txn = FakeTxn;
+
+    async fn begin(&self) -> Result<FakeTxn, KvError> {
+        Ok(self.txn(false))
+    }
+
+    async fn snapshot(&self) -> Result<FakeTxn, KvError> {
+        Ok(self.txn(true))
+    }
+
+    async fn current_timestamp(&self) -> Result<u64, KvError> {
+        Ok(self.state.lock().next_ts())
+    }
+
+    fn cluster_id(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+#[async_trait]
+impl KvTxn for FakeTxn {
+    async fn get(&mut self, key: Vec<u8>) -> Result<Option<Vec<u8>>, KvError> {
+        self.check_read()?;
+        if let Some(own) = self.writes.get(&key) {
+            return Ok(own.clone());
+        }
+        Ok(self.kv.state.lock().read(&key, self.start_ts))
+    }
+
+    async fn scan(
+        &mut self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        limit: u32,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+        self.check_read()?;
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let mut view: BTreeMap<Vec<u8>, Vec<u8>> = {
+            let state = self.kv.state.lock();
+            state
+                .data
+                .range(start.clone()..end.clone())
+                .filter_map(|(k, _)| state.read(k, self.start_ts).map(|v| (k.clone(), v)))
+                .collect()
+        };
+        for (k, v) in self.writes.range(start..end) {
+            match v {
+                Some(v) => {
+                    view.insert(k.clone(), v.clone());
+                }
+                None => {
+                    view.remove(k);
+                }
+            }
+        }
+        Ok(view.into_iter().take(limit as usize).collect())
+    }
+
+    async fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), KvError> {
+        if self.read_only {
+            return Err(KvError::Other("write in a read-only snapshot".into()));
+        }
+        self.writes.insert(key, Some(value));
+        Ok(())
+    }
+
+    async fn delete(&mut self, key: Vec<u8>) -> Result<(), KvError> {
+        if self.read_only {
+            return Err(KvError::Other("write in a read-only snapshot".into()));
+        }
+        self.writes.insert(key, None);
+        Ok(())
+    }
+
+    async fn commit(&mut self) -> Result<(), KvError> {
+        let writes = std::mem::take(&mut self.writes);
+        if writes.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut state = self.kv.state.lock();
+            for key in writes.keys() {
+                let newer = state
+                    .data
+                    .get(key)
+                    .and_then(|versions| versions.last())
+                    .is_some_and(|(ts, _)| *ts > self.start_ts);
+                if newer {
+                    return Err(KvError::Conflict(format!(
+                        "key {key:?} written after start_ts {}",
+                        self.start_ts
+                    )));
+                }
+            }
+            let commit_ts = state.next_ts();
+            for (key, value) in writes {
+                state.data.entry(key).or_default().push((commit_ts, value));
+            }
+        }
+        if FakeKv::take(&self.kv.ambiguous_commits) {
+            return Err(KvError::Unavailable("injected: commit answer lost".into()));
+        }
+        Ok(())
+    }
+
+    async fn rollback(&mut self) -> Result<(), KvError> {
+        self.writes.clear();
+        Ok(())
+    }
+}

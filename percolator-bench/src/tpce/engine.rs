@@ -1,0 +1,344 @@
+//! The two systems the benchmark drives through the same frames: Percolator over any
+//! [`RowStore`] (Trade-Result run by an observer on submitted trades, as the paper's market
+//! emulator would be), and the peer baseline, sled's own transactions (Trade-Result run by tasks
+//! fed from an in-process queue — what an embedded user would build).
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use percolator_core::backoff::Backoff;
+use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction};
+use percolator_observers::{Change, Observer, Observers, Runtime, RuntimeConfig};
+use tokio::sync::{Mutex, mpsc};
+
+use super::check::{self, InvariantReport};
+use super::frames::{self, FrameOutput, TxnInput, decode_request};
+use super::kv::{PercolatorKv, SledAccess, SledKv, sled_scan};
+use super::market::{Market, now_us};
+use super::schema::{COLUMN, Scale, table};
+
+/// A committed transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct Executed {
+    /// What the frames reported.
+    pub output: FrameOutput,
+    /// Attempts it took (1: no conflict).
+    pub attempts: u64,
+}
+
+/// Attempts before a transaction is given up.
+pub const MAX_ATTEMPTS: u64 = 50;
+
+/// A system under test.
+pub trait Engine: Send + Sync + 'static {
+    /// Its name in reports.
+    fn name(&self) -> String;
+
+    /// Runs `input` to commit, retrying conflicts up to [`MAX_ATTEMPTS`] times.
+    fn execute(&self, input: &TxnInput) -> impl Future<Output = Result<Executed>> + Send;
+
+    /// A Trade-Order for trade `t_id` of security `s_id` committed: the market must execute it.
+    fn submitted(&self, t_id: u64, s_id: u64, submitted_us: i64);
+
+    /// Checks the end-of-run invariants in one transaction.
+    fn verify(&self) -> impl Future<Output = Result<InvariantReport>> + Send;
+
+    /// Conflicts of Trade-Result runs the engine retried internally.
+    fn emulator_conflicts(&self) -> u64;
+
+    /// Stops background work.
+    fn shutdown(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Percolator over `S`.
+pub struct PercolatorEngine<S: RowStore> {
+    runtime: Runtime<S>,
+    scale: Scale,
+}
+
+/// The market emulator's Trade-Result: an observer on [`table::TRADE_REQUEST`].
+struct TradeResultObserver {
+    market: Arc<Market>,
+}
+
+const OBSERVER: &str = "tpce-market-emulator";
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for TradeResultObserver {
+    fn name(&self) -> &str {
+        OBSERVER
+    }
+
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::strong(table::TRADE_REQUEST, COLUMN)
+    }
+
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        if change.value.is_none() {
+            return Ok(());
+        }
+        let t_id = super::schema::key_part(&change.row, 0)?;
+        let input = TxnInput::TradeResult {
+            t_id,
+            now_us: now_us(),
+        };
+        // The frames need the scale only for Load; any scale will do here.
+        frames::run(&mut PercolatorKv { txn }, &input, &Scale::of(10)).await?;
+        Ok(())
+    }
+
+    fn committed(&self, change: &Change) {
+        if let Some(value) = &change.value
+            && let Ok((_, s_id, submitted_us)) = decode_request(value)
+        {
+            self.market.executed(s_id, submitted_us, 1);
+        }
+    }
+}
+
+impl<S: RowStore> PercolatorEngine<S> {
+    /// Starts a worker on `store` whose observer is the market emulator.
+    pub async fn start(
+        store: Arc<S>,
+        scale: Scale,
+        market: Arc<Market>,
+        oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
+    ) -> Result<Self> {
+        let mut observers = Observers::new();
+        observers.register(TradeResultObserver { market })?;
+        let config = RuntimeConfig::default()
+            .with_scanners(2)
+            .with_max_concurrent_runs(16)
+            .with_idle_sleep_max(Duration::from_millis(5));
+        let mut client = Client::builder(store);
+        if let Some(oracle) = oracle {
+            client = client.oracle(oracle);
+        }
+        let runtime = Runtime::start(client, observers, config).await?;
+        Ok(Self { runtime, scale })
+    }
+}
+
+impl<S: RowStore> Engine for PercolatorEngine<S> {
+    fn name(&self) -> String {
+        format!("percolator/{}", self.runtime.client().store().name())
+    }
+
+    async fn execute(&self, input: &TxnInput) -> Result<Executed> {
+        let mut attempts = 0;
+        let mut backoff = Backoff::new(Duration::from_micros(200), Duration::from_millis(5));
+        loop {
+            attempts += 1;
+            let mut txn = self.runtime.client().begin().await?;
+            let outcome =
+                frames::run(&mut PercolatorKv { txn: &mut txn }, input, &self.scale).await;
+            let result = match outcome {
+                Ok(output) => txn.commit().await.map(|_| output),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(output) => return Ok(Executed { output, attempts }),
+                Err(e) if e.is_retryable() && attempts < MAX_ATTEMPTS => {
+                    // Yield for the first retries (most conflicts clear at once), then back off.
+                    if attempts < 3 {
+                        tokio::task::yield_now().await;
+                    } else {
+                        backoff.wait().await;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn submitted(&self, _t_id: u64, _s_id: u64, _submitted_us: i64) {
+        // The Trade-Order's write of the request row is the notification.
+    }
+
+    async fn verify(&self) -> Result<InvariantReport> {
+        let mut txn = self.runtime.client().begin().await?;
+        check::verify(&mut PercolatorKv { txn: &mut txn }, &self.scale).await
+    }
+
+    fn emulator_conflicts(&self) -> u64 {
+        self.runtime.stats().conflicts
+    }
+
+    async fn shutdown(self) -> Result<()> {
+        self.runtime.shutdown().await.map(|_| ())
+    }
+}
+
+/// The peer baseline: sled's own serializable transactions over one tree.
+pub struct SledPeer {
+    shared: Arc<SledShared>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+struct SledShared {
+    db: sled::Db,
+    tree: sled::Tree,
+    scale: Scale,
+    market: Arc<Market>,
+    queue: mpsc::UnboundedSender<(u64, u64, i64)>,
+    conflicts: AtomicU64,
+}
+
+impl SledShared {
+    fn execute(&self, input: &TxnInput) -> Result<Executed> {
+        if input.kind().is_read_only() {
+            let mut kv = SledKv {
+                access: SledAccess::Direct(&self.tree),
+                prefetched: None,
+                conflict: false,
+            };
+            let output = futures::executor::block_on(frames::run(&mut kv, input, &self.scale))?;
+            return Ok(Executed {
+                output,
+                attempts: 1,
+            });
+        }
+        // Only the aggregator deletes increments, so the ones read here stay put.
+        let prefetched = match input {
+            TxnInput::BrokerAggregate { b_id } => Some(sled_scan(
+                &self.tree,
+                table::BROKER_DELTA,
+                &super::schema::key(&[*b_id]),
+                10_000,
+            )?),
+            _ => None,
+        };
+        let attempts = AtomicU64::new(0);
+        let result = self.tree.transaction(|tx| {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            let mut kv = SledKv {
+                access: SledAccess::Transaction(tx),
+                prefetched: prefetched.clone(),
+                conflict: false,
+            };
+            let outcome = futures::executor::block_on(frames::run(&mut kv, input, &self.scale));
+            outcome.map_err(|e| {
+                if kv.conflict {
+                    sled::transaction::ConflictableTransactionError::Conflict
+                } else {
+                    sled::transaction::ConflictableTransactionError::Abort(e)
+                }
+            })
+        });
+        let attempts = attempts.load(Ordering::Relaxed);
+        match result {
+            Ok(output) => Ok(Executed { output, attempts }),
+            Err(sled::transaction::TransactionError::Abort(e)) => Err(e),
+            Err(sled::transaction::TransactionError::Storage(e)) => {
+                Err(Error::Application(format!("sled: {e}")))
+            }
+        }
+    }
+}
+
+impl SledPeer {
+    /// Opens (emptied first) a sled database at `path` and starts `executors` Trade-Result
+    /// tasks.
+    pub fn open(path: &Path, scale: Scale, market: Arc<Market>, executors: usize) -> Result<Self> {
+        if path.exists() {
+            std::fs::remove_dir_all(path)
+                .map_err(|e| Error::Application(format!("emptying {}: {e}", path.display())))?;
+        }
+        let db = sled::open(path)
+            .map_err(|e| Error::Application(format!("opening {}: {e}", path.display())))?;
+        let tree = db
+            .open_tree("tpce")
+            .map_err(|e| Error::Application(format!("opening tree: {e}")))?;
+        let (queue, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(SledShared {
+            db,
+            tree,
+            scale,
+            market,
+            queue,
+            conflicts: AtomicU64::new(0),
+        });
+        let rx = Arc::new(Mutex::new(rx));
+        let workers = (0..executors.max(1))
+            .map(|_| tokio::spawn(trade_result_worker(Arc::clone(&shared), Arc::clone(&rx))))
+            .collect();
+        Ok(Self { shared, workers })
+    }
+}
+
+async fn trade_result_worker(
+    shared: Arc<SledShared>,
+    rx: Arc<Mutex<mpsc::UnboundedReceiver<(u64, u64, i64)>>>,
+) {
+    loop {
+        let next = rx.lock().await.recv().await;
+        let Some((t_id, s_id, submitted_us)) = next else {
+            return;
+        };
+        let input = TxnInput::TradeResult {
+            t_id,
+            now_us: now_us(),
+        };
+        match shared.execute(&input) {
+            Ok(done) => {
+                shared
+                    .conflicts
+                    .fetch_add(done.attempts.saturating_sub(1), Ordering::Relaxed);
+                shared.market.executed(s_id, submitted_us, done.attempts);
+            }
+            Err(e) => {
+                tracing::warn!(t_id, error = %e, "trade result failed");
+                shared
+                    .market
+                    .stats
+                    .failed(super::frames::TxnKind::TradeResult, 1);
+            }
+        }
+        tokio::task::consume_budget().await;
+    }
+}
+
+impl Engine for SledPeer {
+    fn name(&self) -> String {
+        "sled transactions (peer)".into()
+    }
+
+    async fn execute(&self, input: &TxnInput) -> Result<Executed> {
+        tokio::task::consume_budget().await;
+        self.shared.execute(input)
+    }
+
+    fn submitted(&self, t_id: u64, s_id: u64, submitted_us: i64) {
+        let _ = self.shared.queue.send((t_id, s_id, submitted_us));
+    }
+
+    async fn verify(&self) -> Result<InvariantReport> {
+        // Run after the market drained: nothing writes any more, direct reads see one state.
+        let mut kv = SledKv {
+            access: SledAccess::Direct(&self.shared.tree),
+            prefetched: None,
+            conflict: false,
+        };
+        futures::executor::block_on(check::verify(&mut kv, &self.shared.scale))
+    }
+
+    fn emulator_conflicts(&self) -> u64 {
+        self.shared.conflicts.load(Ordering::Relaxed)
+    }
+
+    async fn shutdown(self) -> Result<()> {
+        for w in &self.workers {
+            w.abort();
+        }
+        self.shared
+            .db
+            .flush_async()
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::Application(format!("sled flush: {e}")))
+    }
+}

@@ -1,0 +1,124 @@
+//! `percolator`: the web-indexing pipeline and debugging tools on any compiled-in backend.
+//!
+//! ```text
+//! percolator --db target/webindex webindex demo            # load, index, recrawl, check, query
+//! percolator --db DIR webindex load --synthetic 5000       # or --dir PATH, --warc FILE.warc.gz
+//! percolator --db DIR webindex run                         # process until idle (Ctrl-C: graceful)
+//! percolator --db DIR webindex query "some words"
+//! percolator --db DIR webindex stats                       # sizes and invariants
+//! percolator --backend mem webindex freshness --json target/bench/freshness.json
+//! percolator --db DIR scan documents --family notify       # raw cells, for debugging
+//! percolator --db DIR status                               # pending notifications, locks
+//! percolator --db target/bank bank                         # the bank-transfer demo
+//! ```
+//!
+//! The backend is a cargo feature (`sled`, the default; `mem`; `tikv`) and, when several are
+//! compiled in, `--backend`; `backend.rs` is the only module that names a backend. Everything
+//! below `main` is generic over `RowStore`.
+
+mod backend;
+mod bank_cmd;
+mod debug_cmd;
+mod output;
+mod webindex_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Errors of the command line tool.
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "percolator",
+    about = "Percolator (OSDI 2010) in Rust: the web-indexing pipeline and debugging tools"
+)]
+/// Command line arguments.
+pub struct Cli {
+    /// Storage backend (those compiled in; see the crate's cargo features).
+    #[arg(long, value_enum, default_value_t = backend::Backend::default())]
+    backend: backend::Backend,
+    /// Database directory (sled).
+    #[arg(long, default_value = "target/percolator-db")]
+    db: PathBuf,
+    /// PD endpoints (tikv), comma separated; defaults to $PERCOLATOR_TIKV_PD.
+    #[arg(long, env = "PERCOLATOR_TIKV_PD", value_delimiter = ',')]
+    pd: Vec<String>,
+    /// Key namespace inside the TiKV cluster (tikv).
+    #[arg(long, default_value = "percolator")]
+    namespace: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The web-indexing pipeline.
+    Webindex {
+        #[command(subcommand)]
+        command: webindex_cmd::WebindexCommand,
+    },
+    /// Raw cells of a table (every family or one), for debugging.
+    Scan(debug_cmd::ScanArgs),
+    /// Pending notifications, locks and registered workers.
+    Status,
+    /// Concurrent bank transfers (cross-row transactions) with a conservation check.
+    Bank(bank_cmd::BankArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(backend::run(&cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `cli`'s command on an opened store.
+pub async fn dispatch<S: percolator_core::RowStore>(
+    store: std::sync::Arc<S>,
+    oracle: Option<std::sync::Arc<dyn percolator_core::TimestampOracle>>,
+    cli: &Cli,
+) -> Result<ExitCode, CliError> {
+    match &cli.command {
+        Command::Webindex { command } => webindex_cmd::run(store, oracle, command).await,
+        Command::Scan(args) => debug_cmd::scan(store, args).await,
+        Command::Status => debug_cmd::status(store, oracle).await,
+        Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
+    }
+}
+
+/// A client builder on `store` with the oracle every client of this process must use on it
+/// (`None`: the store's process-wide local oracle).
+pub fn client_builder<S: percolator_core::RowStore>(
+    store: &std::sync::Arc<S>,
+    oracle: &Option<std::sync::Arc<dyn percolator_core::TimestampOracle>>,
+) -> percolator_core::ClientBuilder<S> {
+    let builder = percolator_core::Client::builder(std::sync::Arc::clone(store));
+    match oracle {
+        Some(oracle) => builder.oracle(std::sync::Arc::clone(oracle)),
+        None => builder,
+    }
+}

@@ -1,0 +1,556 @@
+//! `percolator webindex …`: load, run, query, check and time the web-indexing pipeline.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use parking_lot::Mutex;
+use percolator_core::{Client, RowStore, TimestampOracle};
+use percolator_observers::{Runtime, RuntimeConfig, RuntimeStats};
+use percolator_webindex::{
+    self as webindex, Clustered, CrawledPage, LoadReport, PageOutcome, freshness, sources,
+    synthetic::SyntheticCrawl, warc,
+};
+use tokio::sync::mpsc;
+
+use crate::output::{bar, ms, table};
+use crate::{CliError, client_builder};
+
+#[derive(Subcommand, Debug)]
+pub enum WebindexCommand {
+    /// Load a synthetic crawl, index it, recrawl part of it, index again, check the invariants,
+    /// run sample queries and print a summary.
+    Demo(DemoArgs),
+    /// Load pages (synthetic, a directory of HTML files, WARC files) into `documents`.
+    Load(LoadArgs),
+    /// Run the observers until nothing is pending (or until Ctrl-C with --forever).
+    Run(RunArgs),
+    /// Canonical documents containing every term.
+    Query {
+        /// Query words.
+        #[arg(required = true)]
+        words: Vec<String>,
+        /// Most results shown.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Sizes of the index and its invariants (exit code 1 on a violation).
+    Stats,
+    /// The freshness experiment (paper Figure 7 in miniature): incremental vs batch latency.
+    Freshness(FreshnessArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Scanner tasks.
+    #[arg(long, default_value_t = 4)]
+    scanners: usize,
+    /// Observer runs in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Documents in the synthetic crawl.
+    #[arg(long, default_value_t = 2000)]
+    docs: usize,
+    /// Fraction recrawled (with changed content) in the second round.
+    #[arg(long, default_value_t = 0.2)]
+    recrawl: f64,
+    /// Seed of the synthetic crawl.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Load a synthetic crawl of this many documents.
+    #[arg(long)]
+    synthetic: Option<usize>,
+    /// Generation of the synthetic crawl (0: initial crawl; n > 0: recrawl with changed content).
+    #[arg(long, default_value_t = 0)]
+    generation: u32,
+    /// Fraction of documents a recrawl (generation > 0) visits.
+    #[arg(long, default_value_t = 0.2)]
+    fraction: f64,
+    /// Seed of the synthetic crawl.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Load every *.html / *.htm file under this directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// URL prefix of the directory's files (default: file:// URLs).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// Load the HTML responses of these WARC files (gzip or plain).
+    #[arg(long)]
+    warc: Vec<PathBuf>,
+    /// Loader transactions in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Keep running after the pipeline is idle, until Ctrl-C.
+    #[arg(long)]
+    forever: bool,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct FreshnessArgs {
+    /// Repository size.
+    #[arg(long, default_value_t = 2000)]
+    docs: usize,
+    /// Crawl rates, percent of the repository per simulated hour.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0])]
+    rates: Vec<f64>,
+    /// Real seconds per simulated hour.
+    #[arg(long, default_value_t = 2.0)]
+    hour_secs: f64,
+    /// Small and fast: 400 documents, rates 1,5,20,50, one-second hours.
+    #[arg(long)]
+    quick: bool,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
+    RuntimeConfig::default()
+        .with_scanners(workers.scanners)
+        .with_max_concurrent_runs(workers.concurrency)
+}
+
+async fn loader<S: RowStore>(
+    store: &Arc<S>,
+    oracle: &Option<Arc<dyn TimestampOracle>>,
+) -> Result<Client<S>, CliError> {
+    let columns = webindex::observed_columns();
+    Ok(client_builder(store, oracle)
+        .observe_all(&columns)
+        .build()
+        .await?)
+}
+
+pub async fn run<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    command: &WebindexCommand,
+) -> Result<ExitCode, CliError> {
+    match command {
+        WebindexCommand::Demo(args) => demo(store, oracle, args).await,
+        WebindexCommand::Load(args) => {
+            let client = loader(&store, &oracle).await?;
+            let mut total = LoadReport::default();
+            let began = Instant::now();
+            let mut batches: Vec<(&str, Vec<CrawledPage>)> = Vec::new();
+            if let Some(docs) = args.synthetic {
+                let crawl = SyntheticCrawl::new(docs, args.seed);
+                batches.push((
+                    "synthetic",
+                    if args.generation == 0 {
+                        crawl.initial().collect()
+                    } else {
+                        crawl.recrawl(args.generation, args.fraction)
+                    },
+                ));
+            }
+            if let Some(dir) = &args.dir {
+                batches.push((
+                    "html files",
+                    sources::html_files(dir, args.base_url.as_deref())?,
+                ));
+            }
+            for (what, pages) in batches {
+                let len = Some(pages.len() as u64);
+                let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
+                add(
+                    &mut total,
+                    load(&client, pages, len, what, args.concurrency).await?,
+                );
+            }
+            for path in &args.warc {
+                let reader = warc::open(path)?;
+                add(
+                    &mut total,
+                    load(
+                        &client,
+                        warc::html_pages(reader),
+                        None,
+                        "warc",
+                        args.concurrency,
+                    )
+                    .await?,
+                );
+            }
+            client.shutdown().await?;
+            total.elapsed = began.elapsed();
+            print!("{}", load_table(&total));
+            Ok(ExitCode::SUCCESS)
+        }
+        WebindexCommand::Run(args) => {
+            let runtime = Runtime::start(
+                client_builder(&store, &oracle),
+                webindex::observers(None),
+                runtime_config(&args.workers),
+            )
+            .await?;
+            let began = Instant::now();
+            let interrupted = run_until_idle(&runtime, args.forever).await?;
+            let stats = runtime.shutdown().await?;
+            print!("{}", stats_table(&stats, began.elapsed()));
+            if interrupted {
+                println!(
+                    "interrupted: stopped gracefully; `webindex run` again picks up what is pending"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        WebindexCommand::Query { words, limit } => {
+            let client = loader(&store, &oracle).await?;
+            let hits = webindex::query(&client, &words.join(" "), *limit).await?;
+            client.shutdown().await?;
+            if hits.is_empty() {
+                println!("no document contains every term of {:?}", words.join(" "));
+            }
+            for hit in hits {
+                println!("{}\t{}", hit.url, hit.title);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        WebindexCommand::Stats => {
+            let client = loader(&store, &oracle).await?;
+            let report = webindex::check(&client).await?;
+            client.shutdown().await?;
+            print!("{}", summary_table(&report.summary));
+            Ok(invariants_verdict(&report))
+        }
+        WebindexCommand::Freshness(args) => {
+            let mut config = freshness::FreshnessConfig::default();
+            config.docs = args.docs;
+            config.rates_pct = args.rates.clone();
+            config.hour = Duration::from_secs_f64(args.hour_secs.max(0.01));
+            config.runtime = runtime_config(&args.workers);
+            if args.quick {
+                config.docs = 400;
+                config.rates_pct = vec![1.0, 5.0, 20.0, 50.0];
+                config.hour = Duration::from_secs(1);
+            }
+            let report = freshness::run(client_builder(&store, &oracle), &config, |line| {
+                eprintln!("freshness: {line}")
+            })
+            .await?;
+            println!(
+                "freshness on {} ({} documents; 1 simulated hour = {:.1} s; initial indexing {:.1} s; one batch reclustering {:.0} ms, {} clusters):\n",
+                report.backend,
+                report.docs,
+                report.hour_secs,
+                report.initial_index_secs,
+                report.batch_run_ms,
+                report.batch_clusters
+            );
+            print!("{}", report.table());
+            if let Some(path) = &args.json {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+                println!("\nwrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn add(total: &mut LoadReport, r: LoadReport) {
+    total.loaded += r.loaded;
+    total.unchanged += r.unchanged;
+    total.skipped += r.skipped;
+}
+
+/// Loads a stream of pages with a progress bar (a spinner when the count is unknown: WARC files
+/// are read record by record, never held in memory whole).
+async fn load<S, I, E>(
+    client: &Client<S>,
+    pages: I,
+    len: Option<u64>,
+    what: &str,
+    concurrency: usize,
+) -> Result<LoadReport, CliError>
+where
+    S: RowStore,
+    I: IntoIterator<Item = Result<CrawledPage, E>>,
+    E: std::fmt::Display,
+{
+    let progress = bar(len, what);
+    let report = webindex::load_pages(client, pages, concurrency, |_, _| progress.inc(1)).await;
+    progress.finish_and_clear();
+    Ok(report?)
+}
+
+/// Runs until idle (or Ctrl-C); returns whether it was interrupted.
+async fn run_until_idle<S: RowStore>(
+    runtime: &Runtime<S>,
+    forever: bool,
+) -> Result<bool, CliError> {
+    let progress = bar(None, "observers");
+    let began = Instant::now();
+    let watch = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let stats = runtime.stats();
+            progress.set_position(stats.notifications_processed);
+            progress.set_message(format!(
+                "{:.0} observer txns/s, {} in flight",
+                stats.notifications_processed as f64 / began.elapsed().as_secs_f64().max(1e-3),
+                runtime.in_flight()
+            ));
+        }
+    };
+    let work = async {
+        if forever {
+            std::future::pending::<()>().await;
+        }
+        runtime.wait_idle(Duration::from_secs(24 * 3600)).await
+    };
+    let interrupted = tokio::select! {
+        r = work => { r?; false }
+        () = watch => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    progress.finish_and_clear();
+    Ok(interrupted)
+}
+
+async fn demo<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    args: &DemoArgs,
+) -> Result<ExitCode, CliError> {
+    let began = Instant::now();
+    let (probe, mut clustered) = mpsc::unbounded_channel::<Clustered>();
+    let runtime = Runtime::start(
+        client_builder(&store, &oracle),
+        webindex::observers(Some(probe)),
+        runtime_config(&args.workers),
+    )
+    .await?;
+    let client = loader(&store, &oracle).await?;
+    let crawl = SyntheticCrawl::new(args.docs, args.seed);
+    println!(
+        "web index demo on {}: {} synthetic documents, {:.0}% recrawled",
+        store.name(),
+        args.docs,
+        args.recrawl * 100.0
+    );
+
+    let mut rounds: Vec<(String, LoadReport, Duration, Option<Duration>)> = Vec::new();
+    let mut interrupted = false;
+    for (round, pages) in [
+        (
+            "initial crawl".to_owned(),
+            crawl.initial().collect::<Vec<_>>(),
+        ),
+        (
+            format!("recrawl {:.0}%", args.recrawl * 100.0),
+            crawl.recrawl(1, args.recrawl),
+        ),
+    ] {
+        let round_began = Instant::now();
+        let loaded_at: Arc<Mutex<HashMap<Bytes, Instant>>> = Arc::default();
+        let progress = bar(Some(pages.len() as u64), "load");
+        let report = {
+            let loaded_at = Arc::clone(&loaded_at);
+            webindex::load_pages(
+                &client,
+                pages.into_iter().map(Ok::<_, std::convert::Infallible>),
+                16,
+                move |url, outcome| {
+                    progress.inc(1);
+                    if outcome == PageOutcome::Loaded {
+                        loaded_at
+                            .lock()
+                            .insert(Bytes::copy_from_slice(url.as_bytes()), Instant::now());
+                    }
+                },
+            )
+            .await?
+        };
+        interrupted = run_until_idle(&runtime, false).await?;
+        let mut latencies: Vec<Duration> = Vec::new();
+        let loaded_at = loaded_at.lock();
+        while let Ok(event) = clustered.try_recv() {
+            if let Some(at) = loaded_at.get(&event.url) {
+                latencies.push(event.at.saturating_duration_since(*at));
+            }
+        }
+        latencies.sort();
+        let median = latencies.get(latencies.len() / 2).copied();
+        rounds.push((round, report, round_began.elapsed(), median));
+        if interrupted {
+            break;
+        }
+    }
+    let stats = runtime.stats_with_pending().await?;
+    runtime.shutdown().await?;
+    let report = webindex::check(&client).await?;
+    println!();
+    let mut load_rows: Vec<(String, String)> = Vec::new();
+    for (round, r, took, median) in &rounds {
+        load_rows.push((
+            format!("{round}: pages loaded / unchanged"),
+            format!("{} / {}", r.loaded, r.unchanged),
+        ));
+        load_rows.push((
+            format!("{round}: load + index time"),
+            format!("{:.2} s", took.as_secs_f64()),
+        ));
+        load_rows.push((
+            format!("{round}: median load → clustered"),
+            median.map_or("-".into(), ms),
+        ));
+    }
+    let rows: Vec<(&str, String)> = load_rows
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    print!("{}", table("rounds", &rows));
+    println!();
+    print!("{}", stats_table(&stats, began.elapsed()));
+    println!();
+    print!("{}", summary_table(&report.summary));
+    println!();
+    if let Some(term) = sample_term(&client, &crawl).await? {
+        let hits = webindex::query(&client, &term, 5).await?;
+        println!("query {term:?}: {} hit(s)", hits.len());
+        for hit in hits {
+            println!("  {}  {}", hit.url, hit.title);
+        }
+    }
+    client.shutdown().await?;
+    if interrupted {
+        println!("interrupted: stopped gracefully");
+    }
+    Ok(invariants_verdict(&report))
+}
+
+/// A rare-ish term of the first document, for the sample query.
+async fn sample_term<S: RowStore>(
+    client: &Client<S>,
+    crawl: &SyntheticCrawl,
+) -> Result<Option<String>, CliError> {
+    if crawl.docs() == 0 {
+        return Ok(None);
+    }
+    let txn = client.begin().await?;
+    let terms = txn
+        .get(
+            webindex::schema::DOCUMENTS,
+            crawl.url(0),
+            webindex::schema::TERMS,
+        )
+        .await?;
+    Ok(terms.and_then(|t| {
+        webindex::schema::split_terms(&t)
+            .into_iter()
+            .max_by_key(|t| t.len())
+    }))
+}
+
+fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
+    if report.violations.is_empty() {
+        println!(
+            "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, inlinks at canonicals, index = canonical terms)"
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!("invariants: {} violation(s):", report.violations.len());
+        for v in report.violations.iter().take(20) {
+            println!("  {v}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+fn load_table(r: &LoadReport) -> String {
+    table(
+        "load",
+        &[
+            ("pages loaded", r.loaded.to_string()),
+            ("unchanged", r.unchanged.to_string()),
+            ("skipped (bad URL)", r.skipped.to_string()),
+            ("time", format!("{:.2} s", r.elapsed.as_secs_f64())),
+            (
+                "pages/s",
+                format!("{:.0}", r.loaded as f64 / r.elapsed.as_secs_f64().max(1e-9)),
+            ),
+        ],
+    )
+}
+
+fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
+    table(
+        "observers",
+        &[
+            (
+                "notifications processed",
+                s.notifications_processed.to_string(),
+            ),
+            (
+                "processed per second",
+                format!(
+                    "{:.0}",
+                    s.notifications_processed as f64 / elapsed.as_secs_f64().max(1e-9)
+                ),
+            ),
+            ("already acknowledged", s.already_acknowledged.to_string()),
+            ("collapsed", s.collapsed.to_string()),
+            ("collapse ratio", format!("{:.2}", s.collapse_ratio())),
+            ("conflicts (re-run)", s.conflicts.to_string()),
+            ("failed runs", s.failures.to_string()),
+            ("lock resolutions", s.lock_resolutions.to_string()),
+            ("scanner teleports", s.teleports.to_string()),
+            (
+                "observer latency p50",
+                format!("{:.2} ms", s.latency_p50_us as f64 / 1e3),
+            ),
+            (
+                "observer latency p99",
+                format!("{:.2} ms", s.latency_p99_us as f64 / 1e3),
+            ),
+            (
+                "pending notifications",
+                s.pending.map_or("-".into(), |p| p.to_string()),
+            ),
+            ("elapsed", format!("{:.2} s", elapsed.as_secs_f64())),
+        ],
+    )
+}
+
+fn summary_table(s: &webindex::IndexSummary) -> String {
+    table(
+        "web index",
+        &[
+            ("documents", s.documents.to_string()),
+            ("processed", s.processed.to_string()),
+            ("duplicate clusters (canonicals)", s.clusters.to_string()),
+            ("duplicates", s.duplicates.to_string()),
+            ("link targets", s.link_targets.to_string()),
+            ("anchors forwarded to canonicals", s.inlinks.to_string()),
+            ("terms", s.terms.to_string()),
+            ("postings", s.postings.to_string()),
+        ],
+    )
+}

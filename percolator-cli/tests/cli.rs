@@ -1,0 +1,198 @@
+//! The `percolator` binary end to end on the embedded sled backend: load a WARC file and a
+//! directory of HTML files, run the pipeline, query, check, and look at raw cells and status.
+
+#![cfg(feature = "sled")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+use percolator_webindex::{CrawledPage, warc};
+
+fn percolator(db: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("run percolator");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The web index's tables, as `status` lists them.
+const TABLES: [&str; 6] = [
+    "documents",
+    "links",
+    "clusters",
+    "members",
+    "inlinks",
+    "index",
+];
+
+/// The value column of the table row named `key`.
+fn cell(out: &str, key: &str) -> String {
+    out.lines()
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+        .find(|cols| cols.get(1) == Some(&key))
+        .and_then(|cols| cols.get(2).map(|v| (*v).to_owned()))
+        .unwrap_or_else(|| panic!("no row {key:?} in:\n{out}"))
+}
+
+fn page(url: &str, text: &str) -> CrawledPage {
+    CrawledPage {
+        url: url.into(),
+        html: Bytes::from(format!(
+            "<html><head><title>{text}</title></head><body><p>{text}</p>\
+             <a href=\"http://b.example/\">bee link</a></body></html>"
+        )),
+    }
+}
+
+#[test]
+fn load_run_query_stats_scan_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let warc_path = dir.path().join("crawl.warc.gz");
+    warc::write_warc(
+        std::fs::File::create(&warc_path).unwrap(),
+        &[
+            page("http://a.example/", "alpha words"),
+            page("http://b.example/", "beta words"),
+            page("http://copy.example/x/a", "alpha words"),
+        ],
+        true,
+    )
+    .unwrap();
+    let html = dir.path().join("site");
+    std::fs::create_dir_all(html.join("sub")).unwrap();
+    std::fs::write(
+        html.join("index.html"),
+        "<title>gamma</title><p>gamma delta</p>",
+    )
+    .unwrap();
+    std::fs::write(
+        html.join("sub/page.html"),
+        "<p>epsilon</p><a href='../index.html'>home</a>",
+    )
+    .unwrap();
+
+    let (ok, out) = percolator(
+        &db,
+        &["webindex", "load", "--warc", warc_path.to_str().unwrap()],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(cell(&out, "pages loaded"), "3", "{out}");
+    let (ok, out) = percolator(
+        &db,
+        &[
+            "webindex",
+            "load",
+            "--dir",
+            html.to_str().unwrap(),
+            "--base-url",
+            "http://site.example/",
+        ],
+    );
+    assert!(ok, "{out}");
+
+    let (ok, out) = percolator(&db, &["status"]);
+    assert!(ok, "{out}");
+    assert!(
+        cell(&out, "documents").starts_with("5 pending"),
+        "before the run: {out}"
+    );
+
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    assert!(
+        cell(&out, "notifications processed")
+            .parse::<u64>()
+            .unwrap()
+            >= 5,
+        "{out}"
+    );
+
+    let (ok, out) = percolator(&db, &["webindex", "query", "alpha"]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.trim(),
+        "http://a.example/\talpha words",
+        "the mirror is not canonical"
+    );
+    let (ok, out) = percolator(&db, &["webindex", "query", "gamma", "delta"]);
+    assert!(
+        ok && out.starts_with("http://site.example/index.html"),
+        "{out}"
+    );
+
+    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("invariants: all hold"), "{out}");
+    assert_eq!(cell(&out, "documents"), "5", "{out}");
+    assert_eq!(cell(&out, "duplicate clusters (canonicals)"), "4", "{out}");
+
+    let (ok, out) = percolator(&db, &["status"]);
+    assert!(ok, "{out}");
+    for table in TABLES {
+        assert_eq!(
+            cell(&out, table),
+            "0 pending, 0 locks",
+            "after the run: {out}"
+        );
+    }
+
+    let (ok, out) = percolator(
+        &db,
+        &["scan", "documents", "--family", "write", "--limit", "2"],
+    );
+    assert!(
+        ok && out.contains("| write | http://a.example/ |") && out.contains("Put start_ts="),
+        "{out}"
+    );
+
+    let (ok, out) = percolator(&db, &["webindex", "load", "--warc", "/nonexistent.warc"]);
+    assert!(!ok && out.contains("error"), "{out}");
+}
+
+/// Ctrl-C (SIGINT) during `webindex run --forever` stops the worker gracefully: in-flight runs
+/// finish, and no lock is left in any table.
+#[test]
+fn ctrl_c_stops_gracefully_without_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--synthetic", "300"]);
+    assert!(ok, "{out}");
+    let child = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["webindex", "run", "--forever"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("interrupted: stopped gracefully"), "{text}");
+    let (ok, out) = percolator(&db, &["status"]);
+    assert!(ok, "{out}");
+    for table in TABLES {
+        assert!(cell(&out, table).ends_with(", 0 locks"), "{table}: {out}");
+    }
+}

@@ -1,0 +1,498 @@
+//! A fault at every step of the commit protocol, then lazy resolution: the right outcome, and no
+//! locks left. Also: a failed `sync` after the commit point, and reads that fail and batches
+//! that are dropped before they apply.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use futures::future::BoxFuture;
+
+use super::faulty::{FaultRates, FaultyStore, is_commit, is_prewrite};
+use super::hooks::{CrashAt, PauseAt};
+use super::{StoreFactory, client, client_with, fast_config, fault_seed, patient_client};
+use crate::error::{Error, StoreError};
+use crate::fault::CommitStep;
+use crate::records::CellAddr;
+use crate::store::{MutationOutcome, RowStore};
+use crate::txn::{Client, TxnStatus};
+
+const ROWS: [&str; 4] = ["a", "b", "c", "d"];
+const TABLE: &str = "f";
+
+async fn seed<S: RowStore>(c: &Client<S>) {
+    let mut t = c.begin().await.unwrap();
+    for r in ROWS {
+        t.set(TABLE, r, "v", "old").unwrap();
+    }
+    t.commit().await.unwrap();
+}
+
+/// Begins a transaction writing "new" to every row (primary = row "a").
+async fn writer<S: RowStore>(c: &Client<S>) -> crate::txn::Transaction<S> {
+    let mut t = c.begin().await.unwrap();
+    for r in ROWS {
+        t.set(TABLE, r, "v", "new").unwrap();
+    }
+    t
+}
+
+/// Reads every row (resolving locks) and checks all show `expected`.
+async fn assert_all<S: RowStore>(c: &Client<S>, expected: &str) {
+    let r = c.begin().await.unwrap();
+    for row in ROWS {
+        assert_eq!(
+            r.get(TABLE, row, "v").await.unwrap(),
+            Some(Bytes::copy_from_slice(expected.as_bytes())),
+            "row {row}"
+        );
+    }
+}
+
+/// Resolves locks until none are left (crashed locks become cleanable once their TTL passes).
+pub async fn resolve_all<S: RowStore>(c: &Client<S>, table: &str) {
+    for _ in 0..200 {
+        let (_, live) = c.resolve_locks(table).await.unwrap();
+        if live == 0 && c.locks(table).await.unwrap().is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "locks in {table} never became resolvable: {:?}",
+        c.locks(table).await.unwrap()
+    );
+}
+
+fn primary() -> CellAddr {
+    CellAddr::new("f", "a", "v")
+}
+
+async fn crash_then_resolve<F: StoreFactory>(factory: &F, step: CommitStep, committed: bool) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    seed(&c).await;
+    let mut t = writer(&c).await;
+    let start_ts = t.start_ts();
+    t.set_commit_hook(Some(Arc::new(CrashAt(step))));
+    let err = t.commit().await.expect_err("crash injected");
+    assert!(
+        matches!(err, Error::InjectedCrash(s) if s == step),
+        "{err:?}"
+    );
+    assert!(
+        !c.locks(TABLE).await.unwrap().is_empty(),
+        "a crash at {step:?} leaves locks"
+    );
+
+    // A reader resolves through the primary (waiting out the TTL if the outcome is still open).
+    assert_all(&c, if committed { "new" } else { "old" }).await;
+    resolve_all(&c, TABLE).await;
+    let status = c.transaction_status(&primary(), start_ts).await.unwrap();
+    if committed {
+        assert!(matches!(status, TxnStatus::Committed { .. }), "{status:?}");
+    } else {
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+    assert_all(&c, if committed { "new" } else { "old" }).await;
+}
+
+pub async fn crash_after_primary_prewrite<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::AfterPrimaryPrewrite, false).await;
+}
+
+pub async fn crash_after_all_prewrites<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::AfterPrewrites, false).await;
+}
+
+pub async fn crash_before_commit_point<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::BeforeCommitPoint, false).await;
+}
+
+pub async fn crash_after_commit_point<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::AfterCommitPoint, true).await;
+}
+
+pub async fn crash_after_half_secondaries<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::AfterHalfSecondaries, true).await;
+}
+
+pub async fn lost_response_to_primary_commit<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    seed(&c).await;
+    store.lose_answers(1, Box::new(is_commit));
+    let info = writer(&c)
+        .await
+        .commit()
+        .await
+        .expect("commit survives a lost answer");
+    assert!(info.commit_ts.is_some());
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+    assert_all(&c, "new").await;
+
+    // The same, when the answer is lost twice in a row.
+    store.lose_answers(2, Box::new(is_commit));
+    let mut t = c.begin().await.unwrap();
+    t.set(TABLE, "a", "v", "newer").unwrap();
+    t.commit().await.expect("commit survives two lost answers");
+    assert_eq!(
+        c.begin().await.unwrap().get(TABLE, "a", "v").await.unwrap(),
+        Some(Bytes::from("newer"))
+    );
+}
+
+pub async fn lost_response_to_prewrite<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    seed(&c).await;
+    // Lose the primary's prewrite answer, then the secondaries'.
+    store.lose_answers(2, Box::new(is_prewrite));
+    writer(&c)
+        .await
+        .commit()
+        .await
+        .expect("commit survives lost prewrite answers");
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+    assert_all(&c, "new").await;
+}
+
+pub async fn two_cleaners_racing<F: StoreFactory>(factory: &F) {
+    for (step, expected) in [
+        (CommitStep::AfterPrewrites, "old"),
+        (CommitStep::AfterCommitPoint, "new"),
+    ] {
+        let store = factory.open().await;
+        let owner = client(&store).await;
+        seed(&owner).await;
+        let mut t = writer(&owner).await;
+        t.set_commit_hook(Some(Arc::new(CrashAt(step))));
+        assert!(t.commit().await.is_err());
+        tokio::time::sleep(fast_config().lock_ttl + Duration::from_millis(50)).await;
+        let (c1, c2) = (client(&store).await, client(&store).await);
+        let (r1, r2) = tokio::join!(c1.resolve_locks(TABLE), c2.resolve_locks(TABLE));
+        let (r1, r2) = (r1.unwrap(), r2.unwrap());
+        assert_eq!(r1.1 + r2.1, 0, "both cleaners could act");
+        assert!(
+            c1.locks(TABLE).await.unwrap().is_empty(),
+            "locks left after racing cleaners ({step:?})"
+        );
+        assert_all(&c1, expected).await;
+    }
+}
+
+pub async fn cleanup_racing_owner_commit<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let cleaner = client(&store).await;
+    seed(&cleaner).await;
+    let mut outcomes = (0, 0);
+    for round in 0..12 {
+        let owner = patient_client(&store).await;
+        let mut t = owner.begin().await.unwrap();
+        let value = format!("round{round}");
+        for r in ROWS {
+            t.set(TABLE, r, "v", value.clone()).unwrap();
+        }
+        let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::BeforeCommitPoint], None);
+        t.set_commit_hook(Some(hook));
+        let before = cleaner.begin().await.unwrap();
+        let old: Vec<_> =
+            futures::future::join_all(ROWS.iter().map(|r| before.get(TABLE, r, "v"))).await;
+        let pending = tokio::spawn(t.commit());
+        reached.recv().await.unwrap();
+        // The owner "looks dead" (lease gone) while it is about to commit.
+        owner.shutdown().await.unwrap();
+        if round == 0 {
+            // Deterministic order: the cleaner wins, so the owner must learn it was aborted.
+            cleaner.resolve_locks(TABLE).await.unwrap();
+            release.notify_one();
+        } else {
+            let resolve = cleaner.resolve_locks(TABLE);
+            let go = async {
+                if round % 2 == 0 {
+                    tokio::task::yield_now().await;
+                }
+                release.notify_one();
+            };
+            let (r, ()) = tokio::join!(resolve, go);
+            r.unwrap();
+        }
+        let result = pending.await.unwrap();
+        resolve_all(&cleaner, TABLE).await;
+        let now = cleaner.begin().await.unwrap();
+        for (r, old) in ROWS.iter().zip(old) {
+            let got = now.get(TABLE, r, "v").await.unwrap();
+            match &result {
+                Ok(_) => assert_eq!(
+                    got,
+                    Some(Bytes::from(value.clone())),
+                    "committed but not visible"
+                ),
+                Err(Error::Aborted { .. }) => assert_eq!(got, old.unwrap(), "aborted but visible"),
+                Err(e) => panic!("unexpected commit error {e:?}"),
+            }
+        }
+        if round == 0 {
+            assert!(matches!(result, Err(Error::Aborted { .. })), "{result:?}");
+        }
+        match result {
+            Ok(_) => outcomes.0 += 1,
+            Err(_) => outcomes.1 += 1,
+        }
+    }
+    assert!(outcomes.1 >= 1);
+}
+
+pub async fn late_prewrite_after_rollback<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    seed(&c).await;
+    let before = store.sent();
+    let mut t = writer(&c).await;
+    t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(t.commit().await.is_err());
+    let prewrites: Vec<_> = store
+        .recorded_since(before)
+        .into_iter()
+        .filter(|b| is_prewrite(b))
+        .collect();
+    assert_eq!(
+        prewrites.len(),
+        2,
+        "primary prewrite, then one batch of secondaries"
+    );
+    resolve_all(&c, TABLE).await;
+    assert_all(&c, "old").await;
+
+    // The network delivers the old prewrites again: the rollback records must stop them.
+    for batch in prewrites {
+        let outcomes = store.redeliver(batch).await.unwrap();
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, MutationOutcome::ConditionFailed { condition: 0 })),
+            "late prewrite revived an aborted transaction: {outcomes:?}"
+        );
+    }
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+    assert_all(&c, "old").await;
+}
+
+pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let long_ttl = fast_config()
+        .with_lock_ttl(Duration::from_secs(600))
+        .with_worker_lease(Duration::from_millis(300));
+    let owner = Client::builder(Arc::clone(&store))
+        .config(long_ttl)
+        .build()
+        .await
+        .unwrap();
+    seed(&owner).await;
+    let mut t = writer(&owner).await;
+    t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(t.commit().await.is_err());
+    drop(owner); // the process dies: its lease is no longer refreshed
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let reader = Client::builder(Arc::clone(&store))
+        .config(fast_config().with_lock_wait_timeout(Duration::from_secs(5)))
+        .build()
+        .await
+        .unwrap();
+    // The lock's TTL is ten minutes; only the dead lease lets the reader clean it now.
+    assert_all(&reader, "old").await;
+    resolve_all(&reader, TABLE).await;
+}
+
+pub async fn live_lock_times_out_reader<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let owner = patient_client(&store).await;
+    seed(&owner).await;
+    let mut t = writer(&owner).await;
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    t.set_commit_hook(Some(hook));
+    let pending = tokio::spawn(t.commit());
+    reached.recv().await.unwrap();
+    let impatient = Client::builder(Arc::clone(&store))
+        .config(fast_config().with_lock_wait_timeout(Duration::from_millis(700)))
+        .build()
+        .await
+        .unwrap();
+    let err = impatient
+        .begin()
+        .await
+        .unwrap()
+        .get(TABLE, "b", "v")
+        .await
+        .expect_err("live lock must block");
+    assert!(matches!(err, Error::LockWaitTimeout { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    release.notify_one();
+    pending.await.unwrap().unwrap();
+    assert_all(&impatient, "new").await;
+}
+
+pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let config = fast_config().with_lock_ttl(Duration::from_secs(2));
+    let owner = client_with(&store, config.clone()).await;
+    seed(&owner).await;
+    let mut t = writer(&owner).await;
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    t.set_commit_hook(Some(hook));
+    let pending = tokio::spawn(t.commit());
+    reached.recv().await.unwrap();
+    let cleaner = client(&store).await;
+    // Two TTLs pass while the commit is paused; only the heartbeat (every TTL/3) keeps the
+    // primary lock fresh.
+    let deadline = tokio::time::Instant::now() + config.lock_ttl * 2;
+    while tokio::time::Instant::now() < deadline {
+        let (resolved, live) = cleaner.resolve_locks(TABLE).await.unwrap();
+        assert_eq!(
+            (resolved, live),
+            (0, ROWS.len()),
+            "a heartbeating transaction was cleaned up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    release.notify_one();
+    pending.await.unwrap().expect("long commit succeeds");
+    assert_all(&cleaner, "new").await;
+}
+
+/// A multi-row (two-phase) commit whose `sync` fails after the commit point: the caller gets
+/// [`Error::CommittedNotDurable`] with the commit timestamp, never a retryable error; the
+/// transaction is committed (its primary says so) and every row becomes visible.
+pub async fn sync_failure_after_commit_point<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client_with(&store, fast_config().with_durable_commits(true)).await;
+    seed(&c).await;
+    store.fail_syncs(1);
+    let t = writer(&c).await;
+    let start_ts = t.start_ts();
+    let err = t
+        .commit()
+        .await
+        .expect_err("the sync failure must be reported");
+    let Error::CommittedNotDurable { commit_ts, source } = &err else {
+        panic!("expected CommittedNotDurable, got {err:?}");
+    };
+    assert!(matches!(source, StoreError::Unavailable(_)), "{source:?}");
+    assert!(
+        !err.is_retryable(),
+        "a committed transaction must not be re-run"
+    );
+    assert_eq!(store.injected().syncs_failed, 1);
+    assert_eq!(
+        c.transaction_status(&primary(), start_ts).await.unwrap(),
+        TxnStatus::Committed {
+            commit_ts: *commit_ts
+        },
+        "the commit point passed"
+    );
+    assert_all(&c, "new").await;
+    resolve_all(&c, TABLE).await;
+
+    // The next durable commit syncs normally.
+    let mut t = c.begin().await.unwrap();
+    t.set(TABLE, "a", "v", "newer").unwrap();
+    t.set(TABLE, "b", "v", "newer").unwrap();
+    t.commit().await.expect("sync works again");
+}
+
+/// Reads that fail and batches dropped before they apply (at random, seeded): every error a
+/// transaction sees is retryable or says the outcome is unknown, two rows written together
+/// stay equal, and every acknowledged increment is there.
+pub async fn failed_reads_and_dropped_batches<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    seed(&c).await;
+
+    // Every read fails: a retryable error, nothing changed.
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 1.0,
+            ..FaultRates::NONE
+        },
+        0,
+    );
+    let err = c.begin().await.unwrap().get(TABLE, "a", "v").await;
+    assert!(
+        matches!(&err, Err(e @ Error::Store(StoreError::Unavailable(_))) if e.is_retryable()),
+        "{err:?}"
+    );
+    // Every batch is dropped: the commit fails retryably before its commit point, and nothing of
+    // it is ever visible.
+    store.set_random_faults(
+        FaultRates {
+            batch_drop: 1.0,
+            ..FaultRates::NONE
+        },
+        0,
+    );
+    let err = writer(&c)
+        .await
+        .commit()
+        .await
+        .expect_err("nothing applies");
+    assert!(err.is_retryable(), "{err:?}");
+    store.clear_random_faults();
+    assert_all(&c, "old").await;
+    resolve_all(&c, TABLE).await;
+    assert_all(&c, "old").await;
+
+    // Some of each, while a client increments two rows together.
+    let seed = fault_seed("fault_failed_reads_and_dropped_batches");
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 0.2,
+            batch_drop: 0.2,
+            ..FaultRates::NONE
+        },
+        seed,
+    );
+    let (mut acked, mut unknown) = (0u64, 0u64);
+    for _ in 0..30 {
+        let result = c
+            .run(|txn| -> BoxFuture<'_, crate::Result<()>> {
+                Box::pin(async move {
+                    let a = counter(txn.get(TABLE, "a", "n").await?);
+                    let b = counter(txn.get(TABLE, "b", "n").await?);
+                    txn.set(TABLE, "a", "n", (a + 1).to_string())?;
+                    txn.set(TABLE, "b", "n", (b + 1).to_string())?;
+                    Ok(())
+                })
+            })
+            .await;
+        match result {
+            Ok(()) => acked += 1,
+            Err(Error::CommitUndetermined { .. }) => unknown += 1,
+            Err(e) => panic!("seed {seed}: unexpected error {e:?}"),
+        }
+    }
+    store.clear_random_faults();
+    let injected = store.injected();
+    assert!(
+        injected.reads_failed > 0 && injected.batches_dropped > 0,
+        "seed {seed}: no fault injected: {injected:?}"
+    );
+    resolve_all(&c, TABLE).await;
+    let r = c.begin().await.unwrap();
+    let a = counter(r.get(TABLE, "a", "n").await.unwrap());
+    let b = counter(r.get(TABLE, "b", "n").await.unwrap());
+    assert_eq!(a, b, "seed {seed}: a transaction applied on one row only");
+    assert!(
+        (acked..=acked + unknown).contains(&a),
+        "seed {seed}: {a} increments visible, {acked} acknowledged, {unknown} undetermined"
+    );
+}
+
+fn counter(value: Option<Bytes>) -> u64 {
+    value.map_or(0, |v| {
+        std::str::from_utf8(&v)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .expect("counter is a decimal number")
+    })
+}

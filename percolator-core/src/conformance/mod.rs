@@ -1,0 +1,194 @@
+//! The conformance suite: the behaviour every backend must show, written once as plain
+//! `pub async fn case(factory)` functions over a [`StoreFactory`] (the OpenDAL / `object_store`
+//! pattern) and instantiated as tests in each backend's own test target by one macro call.
+//! Each backend crate exports its factory from a `conformance` module behind its own
+//! `conformance` feature (so other crates, such as the observers' suite, can reuse it), and its
+//! test target enables that feature through a dev-dependency on itself:
+//!
+//! ```text
+//! // percolator-backend-foo/tests/conformance.rs
+//! percolator_core::conformance_tests!(percolator_backend_foo::conformance::FooFactory::default());
+//! ```
+//!
+//! Layers:
+//! - [`store_cases`]: the [`RowStore`] contract itself (ordering, filters, families, conditional
+//!   batches, limits, arbitrary bytes, atomicity under concurrency);
+//! - [`txn_cases`]: snapshot isolation, the paper's Figure 4 walk-through, conflicts, retries, bad
+//!   input, corrupt stored bytes;
+//! - [`one_phase_cases`]: single-row commits in one mutation, where the store supports it;
+//! - [`fault_cases`]: a crash, lost answer, failed sync or race at every step of the commit
+//!   protocol;
+//! - [`oracle_cases`]: strictly increasing timestamps under concurrency and across restarts, one
+//!   shared oracle per [`RowStore::store_id`];
+//! - [`invariant_cases`]: the bank workload with concurrent clients crashing mid-commit, and over
+//!   a store that fails reads, drops batches and fails syncs at random.
+//!
+//! The tools the cases use are public for other suites (the observers' suite): [`hooks`]
+//! (commit hooks that crash or pause at a step), [`faulty`] (a store wrapper injecting network
+//! and disk faults).
+//!
+//! Random faults are seeded. Every case that injects them prints its seed to stderr
+//! ([`fault_seed`]); set `PERCOLATOR_FAULT_SEED` to that value to replay the same faults.
+//!
+//! Cases panic on failure (they are test code); the test harness reports them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+pub mod fault_cases;
+pub mod faulty;
+pub mod hooks;
+pub mod invariant_cases;
+pub mod one_phase_cases;
+pub mod oracle_cases;
+pub mod store_cases;
+pub mod txn_cases;
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::store::RowStore;
+use crate::txn::{Client, TxnConfig};
+
+/// Opens stores for the suite.
+#[async_trait]
+pub trait StoreFactory: Send + Sync + 'static {
+    /// The backend.
+    type Store: RowStore;
+
+    /// A fresh, empty store.
+    async fn open(&self) -> Arc<Self::Store>;
+
+    /// Simulates a process restart: drops `store` (the caller holds no other reference) and
+    /// opens the same data again. A non-persistent backend returns the same store.
+    async fn restart(&self, store: Arc<Self::Store>) -> Arc<Self::Store>;
+}
+
+/// The environment variable that fixes the seed of every random fault ([`fault_seed`]).
+pub const FAULT_SEED_VAR: &str = "PERCOLATOR_FAULT_SEED";
+
+/// The seed of this test process: `PERCOLATOR_FAULT_SEED` if set, else random.
+static PROCESS_SEED: LazyLock<u64> = LazyLock::new(|| match std::env::var(FAULT_SEED_VAR) {
+    Ok(value) => {
+        let value = value.trim();
+        let parsed = match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => value.parse(),
+        };
+        parsed.unwrap_or_else(|e| panic!("{FAULT_SEED_VAR}={value:?} is not a u64: {e}"))
+    }
+    Err(_) => rand::random(),
+});
+
+/// The seed for the random faults of `what` (a case or a hook), printed to stderr so that a
+/// failing run can be replayed with `PERCOLATOR_FAULT_SEED=<seed>`.
+///
+/// One seed serves the whole test process (set by the variable, else drawn once), so a replay
+/// reproduces every seeded fault of every case; a case that needs several independent streams
+/// derives them from it (`seed`, `seed + 1`, ...).
+pub fn fault_seed(what: &str) -> u64 {
+    let seed = *PROCESS_SEED;
+    eprintln!("{what}: fault seed {seed} (replay with {FAULT_SEED_VAR}={seed})");
+    seed
+}
+
+/// A configuration with short timeouts so that fault tests finish quickly.
+pub fn fast_config() -> TxnConfig {
+    TxnConfig::default()
+        .with_lock_ttl(Duration::from_millis(300))
+        .with_lock_wait_timeout(Duration::from_secs(20))
+        .with_worker_lease(Duration::from_secs(30))
+        .with_max_attempts(1000)
+        .with_backoff(Duration::from_millis(1), Duration::from_millis(20))
+        .with_durable_commits(false)
+        .with_one_phase_commit(true)
+}
+
+/// A client with [`fast_config`]: for tests that wait for crashed locks to expire.
+pub async fn client<S: RowStore>(store: &Arc<S>) -> Client<S> {
+    client_with(store, fast_config()).await
+}
+
+/// A client whose locks stay valid for a minute: for tests that pause live commits and must not
+/// see them cleaned up even if a heartbeat is delayed on a loaded machine.
+pub async fn patient_client<S: RowStore>(store: &Arc<S>) -> Client<S> {
+    client_with(store, fast_config().with_lock_ttl(Duration::from_secs(60))).await
+}
+
+/// A client with `config`.
+pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Client<S> {
+    Client::builder(Arc::clone(store))
+        .config(config)
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
+/// The calling crate needs `tokio` (macros, rt-multi-thread) as a dev-dependency.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            store_read_row_versions_and_filters => store_cases::read_row_versions_and_filters,
+            store_families_are_separate => store_cases::families_are_separate,
+            store_scan_ranges_and_limits => store_cases::scan_ranges_and_limits,
+            store_conditions => store_cases::conditions,
+            store_batch_outcomes_are_independent => store_cases::batch_outcomes_are_independent,
+            store_deletes => store_cases::deletes,
+            store_invalid_input_rejects_whole_batch => store_cases::invalid_input_rejects_whole_batch,
+            store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
+            store_concurrent_conditional_increments => store_cases::concurrent_conditional_increments,
+            store_lock_to_write_transition_never_hides_a_row => store_cases::lock_to_write_transition_never_hides_a_row,
+            txn_figure4_transfer => txn_cases::figure4_transfer,
+            txn_snapshot_isolation => txn_cases::snapshot_isolation,
+            txn_write_write_conflict => txn_cases::write_write_conflict,
+            txn_snapshot_scan => txn_cases::snapshot_scan,
+            txn_run_reruns_whole_closure => txn_cases::run_reruns_whole_closure,
+            txn_bad_input_writes_nothing => txn_cases::bad_input_writes_nothing,
+            txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,
+            txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
+            txn_committed_but_not_durable_is_not_retried => txn_cases::committed_but_not_durable_is_not_retried,
+            one_phase_store_snapshot_read_condition => one_phase_cases::snapshot_read_condition,
+            one_phase_condition_is_atomic_against_concurrent_readers => one_phase_cases::condition_is_atomic_against_concurrent_readers,
+            one_phase_used_where_supported => one_phase_cases::used_where_supported,
+            one_phase_reader_admitted_before_the_write_keeps_its_snapshot => one_phase_cases::reader_admitted_before_the_write_keeps_its_snapshot,
+            one_phase_crash_at_each_step => one_phase_cases::crash_at_each_step,
+            one_phase_lost_answers => one_phase_cases::lost_answers,
+            one_phase_conflicts => one_phase_cases::conflicts,
+            one_phase_snapshots_stable_under_concurrent_single_row_commits => one_phase_cases::snapshots_stable_under_concurrent_single_row_commits,
+            fault_crash_after_primary_prewrite => fault_cases::crash_after_primary_prewrite,
+            fault_crash_after_all_prewrites => fault_cases::crash_after_all_prewrites,
+            fault_crash_before_commit_point => fault_cases::crash_before_commit_point,
+            fault_crash_after_commit_point => fault_cases::crash_after_commit_point,
+            fault_crash_after_half_secondaries => fault_cases::crash_after_half_secondaries,
+            fault_lost_response_to_primary_commit => fault_cases::lost_response_to_primary_commit,
+            fault_lost_response_to_prewrite => fault_cases::lost_response_to_prewrite,
+            fault_two_cleaners_racing => fault_cases::two_cleaners_racing,
+            fault_cleanup_racing_owner_commit => fault_cases::cleanup_racing_owner_commit,
+            fault_late_prewrite_after_rollback => fault_cases::late_prewrite_after_rollback,
+            fault_dead_owner_cleaned_before_ttl => fault_cases::dead_owner_cleaned_before_ttl,
+            fault_live_lock_times_out_reader => fault_cases::live_lock_times_out_reader,
+            fault_heartbeat_keeps_long_commit_alive => fault_cases::heartbeat_keeps_long_commit_alive,
+            fault_sync_failure_after_commit_point => fault_cases::sync_failure_after_commit_point,
+            fault_failed_reads_and_dropped_batches => fault_cases::failed_reads_and_dropped_batches,
+            oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
+            oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
+            oracle_survives_lost_answers_and_failed_syncs => oracle_cases::survives_lost_answers_and_failed_syncs,
+            oracle_shared_by_store_id => oracle_cases::shared_by_store_id,
+            invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,
+            invariant_durable_concurrent_commits => invariant_cases::durable_concurrent_commits,
+            invariant_bank_transfers_over_faulty_store => invariant_cases::bank_transfers_over_faulty_store,
+        );
+    };
+    (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::conformance::$module::$case(&factory).await;
+            }
+        )+
+    };
+}

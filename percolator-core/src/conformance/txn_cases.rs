@@ -1,0 +1,593 @@
+//! The transaction protocol on top of a store: snapshot isolation, Figure 4, conflicts, retries,
+//! bad input and corrupt bytes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use super::hooks::PauseAt;
+use super::{StoreFactory, client, patient_client};
+use crate::error::Error;
+use crate::fault::CommitStep;
+use crate::records::{LockRecord, WriteKind, WriteRecord};
+use crate::store::{Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore};
+use crate::txn::Client;
+
+/// `(column, ts, value)` of every cell of one family of a row.
+pub async fn cells<S: RowStore>(
+    store: &S,
+    table: &str,
+    row: &str,
+    family: Family,
+) -> Vec<(String, u64, Bytes)> {
+    store
+        .read_row(ReadRow {
+            snapshot_ts: None,
+            table: Bytes::copy_from_slice(table.as_bytes()),
+            row: Bytes::copy_from_slice(row.as_bytes()),
+            reads: vec![FamilyRead::all(family)],
+        })
+        .await
+        .unwrap()
+        .remove(0)
+        .into_iter()
+        .map(|c| {
+            (
+                String::from_utf8_lossy(&c.column).into_owned(),
+                c.ts,
+                c.value,
+            )
+        })
+        .collect()
+}
+
+async fn get<S: RowStore>(
+    client: &Client<S>,
+    table: &str,
+    row: &str,
+    column: &str,
+) -> Option<Bytes> {
+    client
+        .begin()
+        .await
+        .unwrap()
+        .get(table, row, column)
+        .await
+        .unwrap()
+}
+
+/// Decoded write records `(commit_ts, record)` of a cell, newest first.
+async fn writes<S: RowStore>(store: &S, table: &str, row: &str) -> Vec<(u64, WriteRecord)> {
+    cells(store, table, row, Family::Write)
+        .await
+        .into_iter()
+        .map(|(_, ts, v)| (ts, WriteRecord::decode(&v).unwrap()))
+        .collect()
+}
+
+async fn locks<S: RowStore>(store: &S, table: &str, row: &str) -> Vec<(u64, LockRecord)> {
+    cells(store, table, row, Family::Lock)
+        .await
+        .into_iter()
+        .map(|(_, ts, v)| (ts, LockRecord::decode(&v).unwrap()))
+        .collect()
+}
+
+/// The paper's Figure 4: Bob transfers $7 to Joe; the lock, write and data cells after each step.
+pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = patient_client(&store).await;
+    let mut setup = c.begin().await.unwrap();
+    setup.set("bank", "Bob", "bal", "$10").unwrap();
+    setup.set("bank", "Joe", "bal", "$2").unwrap();
+    let s0 = setup.start_ts();
+    let c0 = setup.commit().await.unwrap().commit_ts.unwrap();
+
+    // 1. Initial state.
+    for (row, value) in [("Bob", "$10"), ("Joe", "$2")] {
+        assert_eq!(
+            cells(&*store, "bank", row, Family::Data).await,
+            vec![("bal".into(), s0, Bytes::from(value))]
+        );
+        assert!(cells(&*store, "bank", row, Family::Lock).await.is_empty());
+        assert_eq!(
+            writes(&*store, "bank", row).await,
+            vec![(
+                c0,
+                WriteRecord {
+                    kind: WriteKind::Put,
+                    start_ts: s0
+                }
+            )]
+        );
+    }
+
+    let (hook, mut reached, release) = PauseAt::new(
+        vec![
+            CommitStep::AfterPrimaryPrewrite,
+            CommitStep::AfterPrewrites,
+            CommitStep::AfterCommitPoint,
+        ],
+        None,
+    );
+    let mut txn = c.begin().await.unwrap();
+    let s = txn.start_ts();
+    assert_eq!(
+        txn.get("bank", "Bob", "bal").await.unwrap(),
+        Some(Bytes::from("$10"))
+    );
+    assert_eq!(
+        txn.get("bank", "Joe", "bal").await.unwrap(),
+        Some(Bytes::from("$2"))
+    );
+    txn.set("bank", "Bob", "bal", "$3").unwrap();
+    txn.set("bank", "Joe", "bal", "$9").unwrap();
+    txn.set_commit_hook(Some(hook));
+    let commit = tokio::spawn(txn.commit());
+
+    // 2. Bob's balance locked: the primary; data written at the start timestamp.
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterPrimaryPrewrite));
+    assert_eq!(
+        cells(&*store, "bank", "Bob", Family::Data).await,
+        vec![
+            ("bal".into(), s, Bytes::from("$3")),
+            ("bal".into(), s0, Bytes::from("$10"))
+        ]
+    );
+    let bob_locks = locks(&*store, "bank", "Bob").await;
+    assert_eq!(bob_locks.len(), 1);
+    assert_eq!(bob_locks[0].0, s);
+    assert_eq!(
+        &bob_locks[0].1.primary.row[..],
+        b"Bob",
+        "Bob's lock is the primary"
+    );
+    assert!(locks(&*store, "bank", "Joe").await.is_empty());
+    assert_eq!(writes(&*store, "bank", "Bob").await.len(), 1);
+    release.notify_one();
+
+    // 3. Joe's balance locked: a secondary pointing at the primary.
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterPrewrites));
+    let joe_locks = locks(&*store, "bank", "Joe").await;
+    assert_eq!(joe_locks.len(), 1);
+    assert_eq!(joe_locks[0].0, s);
+    assert_eq!(
+        (
+            &joe_locks[0].1.primary.row[..],
+            &joe_locks[0].1.primary.column[..]
+        ),
+        (&b"Bob"[..], &b"bal"[..])
+    );
+    assert_eq!(
+        cells(&*store, "bank", "Joe", Family::Data).await[0],
+        ("bal".into(), s, Bytes::from("$9"))
+    );
+    release.notify_one();
+
+    // 4. Commit point: Bob's lock replaced by a write record at the commit timestamp.
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterCommitPoint));
+    assert!(locks(&*store, "bank", "Bob").await.is_empty());
+    let bob_writes = writes(&*store, "bank", "Bob").await;
+    assert_eq!(bob_writes.len(), 2);
+    let commit_ts = bob_writes[0].0;
+    assert!(
+        commit_ts > s,
+        "commit_ts {commit_ts} must exceed start_ts {s}"
+    );
+    assert_eq!(
+        bob_writes[0].1,
+        WriteRecord {
+            kind: WriteKind::Put,
+            start_ts: s
+        }
+    );
+    assert_eq!(
+        locks(&*store, "bank", "Joe").await.len(),
+        1,
+        "secondary not yet committed"
+    );
+    assert_eq!(writes(&*store, "bank", "Joe").await.len(), 1);
+    release.notify_one();
+
+    // 5. The secondary: write record added, lock removed.
+    let info = commit.await.unwrap().unwrap();
+    assert_eq!(info.commit_ts, Some(commit_ts));
+    assert!(locks(&*store, "bank", "Joe").await.is_empty());
+    assert_eq!(
+        writes(&*store, "bank", "Joe").await[0],
+        (
+            commit_ts,
+            WriteRecord {
+                kind: WriteKind::Put,
+                start_ts: s
+            }
+        )
+    );
+    assert_eq!(get(&c, "bank", "Bob", "bal").await, Some(Bytes::from("$3")));
+    assert_eq!(get(&c, "bank", "Joe", "bal").await, Some(Bytes::from("$9")));
+}
+
+pub async fn snapshot_isolation<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let mut t1 = c.begin().await.unwrap();
+    t1.set("a", "r", "c", "v1").unwrap();
+    t1.set("b", "r", "c", "v1").unwrap(); // cross-table
+    t1.commit().await.unwrap();
+
+    let old = c.begin().await.unwrap();
+    let mut t2 = c.begin().await.unwrap();
+    t2.set("a", "r", "c", "v2").unwrap();
+    t2.delete("b", "r", "c").unwrap();
+    // Read your own writes.
+    assert_eq!(
+        t2.get("a", "r", "c").await.unwrap(),
+        Some(Bytes::from("v2"))
+    );
+    assert_eq!(t2.get("b", "r", "c").await.unwrap(), None);
+    t2.commit().await.unwrap();
+    // A snapshot taken before t2 committed keeps seeing the old values.
+    assert_eq!(
+        old.get("a", "r", "c").await.unwrap(),
+        Some(Bytes::from("v1"))
+    );
+    assert_eq!(
+        old.get("b", "r", "c").await.unwrap(),
+        Some(Bytes::from("v1"))
+    );
+    // A later snapshot sees the new ones.
+    assert_eq!(get(&c, "a", "r", "c").await, Some(Bytes::from("v2")));
+    assert_eq!(get(&c, "b", "r", "c").await, None);
+    assert_eq!(get(&c, "a", "missing", "c").await, None);
+    // Read-only commit takes no commit timestamp.
+    assert_eq!(old.commit().await.unwrap().commit_ts, None);
+}
+
+pub async fn write_write_conflict<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = patient_client(&store).await;
+    let mut t1 = c.begin().await.unwrap();
+    let mut t2 = c.begin().await.unwrap();
+    t1.set("t", "x", "c", "from t1").unwrap();
+    t2.set("t", "x", "c", "from t2").unwrap();
+    t2.set("t", "y", "c", "from t2").unwrap();
+    t1.commit().await.unwrap();
+    let err = t2.commit().await.expect_err("second writer must conflict");
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert_eq!(get(&c, "t", "x", "c").await, Some(Bytes::from("from t1")));
+    assert_eq!(
+        get(&c, "t", "y", "c").await,
+        None,
+        "loser wrote nothing visible"
+    );
+    assert!(
+        c.locks("t").await.unwrap().is_empty(),
+        "loser left no locks"
+    );
+
+    // Concurrent overlapping commits: the one that prewrites second (while the first holds its lock) conflicts.
+    let mut t3 = c.begin().await.unwrap();
+    t3.set("t", "z", "c", "3").unwrap();
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    t3.set_commit_hook(Some(hook));
+    let pending = tokio::spawn(t3.commit());
+    reached.recv().await.unwrap();
+    let mut t4 = c.begin().await.unwrap();
+    t4.set("t", "z", "c", "4").unwrap();
+    assert!(matches!(t4.commit().await, Err(Error::Conflict { .. })));
+    release.notify_one();
+    pending.await.unwrap().unwrap();
+    assert_eq!(get(&c, "t", "z", "c").await, Some(Bytes::from("3")));
+}
+
+pub async fn snapshot_scan<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let mut t = c.begin().await.unwrap();
+    for i in 0..10 {
+        t.set("s", format!("r{i}"), "a", format!("a{i}")).unwrap();
+        t.set("s", format!("r{i}"), "b", format!("b{i}")).unwrap();
+    }
+    t.set("other", "r5", "a", "x").unwrap();
+    t.commit().await.unwrap();
+    let before = c.begin().await.unwrap();
+    let mut t = c.begin().await.unwrap();
+    t.delete("s", "r3", "a").unwrap();
+    t.set("s", "r4", "a", "changed").unwrap();
+    t.commit().await.unwrap();
+
+    let all = before.scan::<&str>("s", .., Columns::All).await.unwrap();
+    assert_eq!(all.len(), 20, "old snapshot sees everything as before");
+    let mut now = c.begin().await.unwrap();
+    let only_a = now.scan("s", "r2".."r6", Columns::one("a")).await.unwrap();
+    let got: Vec<(String, String)> = only_a
+        .iter()
+        .map(|i| {
+            (
+                String::from_utf8_lossy(&i.row).into(),
+                String::from_utf8_lossy(&i.value).into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("r2".into(), "a2".into()),
+            ("r4".into(), "changed".into()),
+            ("r5".into(), "a5".into())
+        ]
+    );
+    // Own buffered writes are merged into the scan.
+    now.set("s", "r2", "a", "mine").unwrap();
+    now.delete("s", "r5", "a").unwrap();
+    now.set("s", "r3", "a", "new").unwrap();
+    let merged = now.scan("s", "r2"..="r5", Columns::one("a")).await.unwrap();
+    let got: Vec<String> = merged
+        .iter()
+        .map(|i| String::from_utf8_lossy(&i.value).into())
+        .collect();
+    assert_eq!(got, vec!["mine", "new", "changed"]);
+}
+
+pub async fn run_reruns_whole_closure<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    // Concurrent read-modify-write increments: a retry that replayed writes instead of re-reading
+    // would lose increments.
+    const TASKS: u32 = 8;
+    const EACH: u32 = 25;
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut handles = Vec::new();
+    for _ in 0..TASKS {
+        let c = c.clone();
+        let runs = Arc::clone(&runs);
+        handles.push(tokio::spawn(async move {
+            for _ in 0..EACH {
+                let runs = Arc::clone(&runs);
+                c.run(move |txn| -> BoxFuture<'_, crate::Result<()>> {
+                    let runs = Arc::clone(&runs);
+                    Box::pin(async move {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        let n = match txn.get("ctr", "row", "n").await? {
+                            Some(v) => u32::from_be_bytes(v.as_ref().try_into().unwrap()),
+                            None => 0,
+                        };
+                        tokio::task::yield_now().await;
+                        txn.set(
+                            "ctr",
+                            "row",
+                            "n",
+                            Bytes::copy_from_slice(&(n + 1).to_be_bytes()),
+                        )?;
+                        Ok(())
+                    })
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let n = get(&c, "ctr", "row", "n").await.unwrap();
+    assert_eq!(
+        u32::from_be_bytes(n.as_ref().try_into().unwrap()),
+        TASKS * EACH
+    );
+    assert!(runs.load(Ordering::Relaxed) >= TASKS * EACH);
+    // A non-retryable error is returned at once, after one run.
+    let calls = AtomicU32::new(0);
+    let err = c
+        .run(|txn| -> BoxFuture<'_, crate::Result<()>> {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move { txn.set("", "r", "c", "v") })
+        })
+        .await
+        .expect_err("empty table");
+    assert!(matches!(err, Error::InvalidInput(_)));
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+}
+
+pub async fn bad_input_writes_nothing<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let limits = store.limits();
+    let mut t = c.begin().await.unwrap();
+    t.set("ok", "r1", "c", "fine").unwrap();
+    assert!(matches!(
+        t.set("", "r", "c", "v"),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        t.set("__percolator_meta", "oracle", "high_water", "x"),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        t.get("__percolator_workers", "r", "c").await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        t.set("ok", "r", "c", vec![0u8; limits.max_value_bytes + 1]),
+        Err(Error::TooLarge { .. })
+    ));
+    assert!(matches!(
+        t.set("ok", vec![b'k'; limits.max_key_bytes], "c", "v"),
+        Err(Error::TooLarge { .. })
+    ));
+    assert!(matches!(
+        t.delete("ok", "r", vec![b'c'; limits.max_key_bytes]),
+        Err(Error::TooLarge { .. })
+    ));
+    assert_eq!(t.buffered_writes(), 1, "rejected writes are not buffered");
+    drop(t);
+    // More rows than one batch may carry: refused before anything is locked.
+    let mut wide = c.begin().await.unwrap();
+    for i in 0..=limits.max_batch_rows {
+        wide.set("wide", i.to_be_bytes(), "c", "v").unwrap();
+    }
+    assert!(matches!(wide.commit().await, Err(Error::TooLarge { .. })));
+    assert!(
+        c.locks("wide").await.unwrap().is_empty(),
+        "an oversize transaction locked rows"
+    );
+    assert!(c.locks("ok").await.unwrap().is_empty());
+    assert!(
+        cells(&*store, "ok", "r1", Family::Data).await.is_empty(),
+        "nothing written before commit"
+    );
+
+    // Empty, NUL, 0xFF and non-UTF-8 keys and values round-trip through transactions.
+    let odd: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![0],
+        vec![0xFF, 0xFF],
+        vec![0xC3, 0x28],
+        b"12345678".to_vec(),
+    ];
+    let mut t = c.begin().await.unwrap();
+    for (i, k) in odd.iter().enumerate() {
+        t.set("odd", k, k, [k.as_slice(), &[i as u8]].concat())
+            .unwrap();
+    }
+    t.set("odd", "empty-value", "c", Bytes::new()).unwrap();
+    t.commit().await.unwrap();
+    let r = c.begin().await.unwrap();
+    for (i, k) in odd.iter().enumerate() {
+        assert_eq!(
+            r.get("odd", k, k).await.unwrap().unwrap().as_ref(),
+            [k.as_slice(), &[i as u8]].concat().as_slice()
+        );
+    }
+    assert_eq!(
+        r.get("odd", "empty-value", "c").await.unwrap(),
+        Some(Bytes::new())
+    );
+    assert_eq!(
+        r.scan::<&[u8]>("odd", .., Columns::All)
+            .await
+            .unwrap()
+            .len(),
+        odd.len() + 1
+    );
+}
+
+pub async fn corrupt_stored_bytes_are_errors<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let garbage = |family, ts| RowMutation {
+        table: Bytes::from("t"),
+        row: Bytes::from(if family == Family::Lock {
+            "locked"
+        } else {
+            "written"
+        }),
+        conditions: vec![],
+        mutations: vec![Mutation::Put {
+            family,
+            column: Bytes::from("c"),
+            ts,
+            value: Bytes::from_static(b"\x01\xff\x00garbage"),
+        }],
+    };
+    store
+        .mutate_rows(vec![garbage(Family::Lock, 0), garbage(Family::Write, 0)])
+        .await
+        .unwrap();
+    let r = c.begin().await.unwrap();
+    assert!(matches!(
+        r.get("t", "locked", "c").await,
+        Err(Error::Corrupt(_))
+    ));
+    assert!(matches!(
+        r.get("t", "written", "c").await,
+        Err(Error::Corrupt(_))
+    ));
+    assert!(matches!(
+        r.scan::<&str>("t", .., Columns::All).await,
+        Err(Error::Corrupt(_))
+    ));
+    // A write record pointing at data that is not there is reported, not invented.
+    let dangling = RowMutation {
+        table: Bytes::from("t2"),
+        row: Bytes::from("r"),
+        conditions: vec![],
+        mutations: vec![Mutation::Put {
+            family: Family::Write,
+            column: Bytes::from("c"),
+            ts: 0,
+            value: WriteRecord {
+                kind: WriteKind::Put,
+                start_ts: 0,
+            }
+            .encode(),
+        }],
+    };
+    store.mutate_rows(vec![dangling]).await.unwrap();
+    assert!(matches!(
+        c.begin().await.unwrap().get("t2", "r", "c").await,
+        Err(Error::Corrupt(_))
+    ));
+}
+
+pub async fn reader_never_skips_lower_lock<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = patient_client(&store).await;
+    let mut t = c.begin().await.unwrap();
+    t.set("t", "r", "c", "old").unwrap();
+    t.commit().await.unwrap();
+
+    // Writer prewrites and pauses before taking its commit timestamp.
+    let mut w = c.begin().await.unwrap();
+    w.set("t", "r", "c", "new").unwrap();
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    w.set_commit_hook(Some(hook));
+    let pending = tokio::spawn(w.commit());
+    reached.recv().await.unwrap();
+
+    // A reader that started after the lock: it must wait for the writer, not read around it.
+    let reader = c.begin().await.unwrap();
+    let read = tokio::spawn(async move { reader.get("t", "r", "c").await });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        !read.is_finished(),
+        "reader skipped a lock at or below its timestamp"
+    );
+    release.notify_one();
+    pending.await.unwrap().unwrap();
+    // The writer committed above the reader's timestamp, so the reader sees the old value.
+    assert_eq!(read.await.unwrap().unwrap(), Some(Bytes::from("old")));
+    assert_eq!(get(&c, "t", "r", "c").await, Some(Bytes::from("new")));
+}
+
+pub async fn committed_but_not_durable_is_not_retried<F: StoreFactory>(factory: &F) {
+    use super::faulty::FaultyStore;
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = super::client_with(&store, super::fast_config().with_durable_commits(true)).await;
+    c.begin().await.unwrap(); // the oracle persists (and syncs) its first window now
+    store.fail_syncs(1);
+    let runs = AtomicU32::new(0);
+    let err = c
+        .run(|txn| -> BoxFuture<'_, crate::Result<()>> {
+            runs.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move { txn.set("d", "r", "c", "once") })
+        })
+        .await
+        .expect_err("sync failure must be reported");
+    assert!(matches!(err, Error::CommittedNotDurable { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        1,
+        "a committed transaction was run again"
+    );
+    assert_eq!(
+        get(&c, "d", "r", "c").await,
+        Some(Bytes::from("once")),
+        "the commit stands"
+    );
+    assert!(c.locks("d").await.unwrap().is_empty());
+}

@@ -1,0 +1,197 @@
+//! Typed errors: [`StoreError`] from backends, [`Error`](enum@Error) from the transaction layer.
+//!
+//! The split matters to callers: a [`StoreError`] says what the store did (or may have done),
+//! an [`Error`](enum@Error) says what happened to the *transaction*, and
+//! [`Error::is_retryable`] tells the retry helper whether re-running the whole transaction can
+//! succeed.
+
+use thiserror::Error;
+
+use crate::key::KeyError;
+
+/// An error from a [`crate::RowStore`] backend.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The request is malformed (for example an empty table name). Nothing was applied.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A key, value or batch exceeds the backend's limits. Nothing was applied.
+    #[error("{what} is {size} bytes/items, over the backend limit of {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Bytes read from the store cannot be decoded.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    /// The store could not be reached or timed out. For a mutation the outcome is unknown: it
+    /// may or may not have been applied.
+    #[error("store unavailable (outcome unknown): {0}")]
+    Unavailable(String),
+    /// Any other backend failure.
+    #[error("backend error: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The backend's own error.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl StoreError {
+    /// A backend error wrapping its cause.
+    pub fn backend(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+impl From<KeyError> for StoreError {
+    fn from(e: KeyError) -> Self {
+        StoreError::Corrupt(format!("undecodable key: {e}"))
+    }
+}
+
+/// An error from a transaction, the oracle or lock resolution.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another transaction wrote or locked a cell this one writes (snapshot-isolation
+    /// write-write conflict). Retrying the whole transaction may succeed.
+    #[error("write conflict on {table:?}/{row:?}/{column:?}: {reason}")]
+    Conflict {
+        /// Table of the conflicting cell (lossy UTF-8, for display).
+        table: String,
+        /// Row of the conflicting cell.
+        row: String,
+        /// Column of the conflicting cell.
+        column: String,
+        /// What was found.
+        reason: &'static str,
+    },
+    /// A cell stayed locked by a live transaction longer than the lock-wait limit.
+    #[error(
+        "cell {table:?}/{row:?}/{column:?} is locked by transaction {lock_ts} (waited {waited_ms} ms)"
+    )]
+    LockWaitTimeout {
+        /// Table.
+        table: String,
+        /// Row.
+        row: String,
+        /// Column.
+        column: String,
+        /// Start timestamp of the lock holder.
+        lock_ts: u64,
+        /// How long this transaction waited.
+        waited_ms: u64,
+    },
+    /// The transaction was rolled back (by a cleaner that judged it dead) before its commit
+    /// point. Nothing it wrote is visible. Retrying may succeed.
+    #[error("transaction {start_ts} was rolled back before it could commit")]
+    Aborted {
+        /// Start timestamp of the aborted transaction.
+        start_ts: u64,
+    },
+    /// The store failed while committing the primary and the outcome could not be determined.
+    /// The transaction is either fully committed or will be rolled back by lock resolution.
+    #[error("commit outcome of transaction {start_ts} unknown: {source}")]
+    CommitUndetermined {
+        /// Start timestamp.
+        start_ts: u64,
+        /// The store error.
+        #[source]
+        source: StoreError,
+    },
+    /// The transaction **committed** (its commit point passed) but making it durable failed:
+    /// it is visible, and may be lost if the machine crashes before the store flushes. Never
+    /// retried automatically (re-running would apply the work twice).
+    #[error("transaction committed at {commit_ts} but could not be made durable: {source}")]
+    CommittedNotDurable {
+        /// The commit timestamp.
+        commit_ts: u64,
+        /// The store error from `sync`.
+        #[source]
+        source: StoreError,
+    },
+    /// A fault-injection hook stopped the commit at a protocol step (feature
+    /// `fault-injection`; tests only): the transaction behaves as if its process died there.
+    #[cfg(feature = "fault-injection")]
+    #[error("commit stopped by fault injection at {0:?}")]
+    InjectedCrash(crate::txn::fault::CommitStep),
+    /// The transaction was already committed or failed; it cannot be used again.
+    #[error("transaction already finished")]
+    Finished,
+    /// Invalid user input (reserved table name, empty table). Nothing was written.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Input over the backend's limits. Nothing was written.
+    #[error("{what} is {size} bytes, over the backend limit of {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Stored transaction metadata (lock or write record) cannot be decoded.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    /// The timestamp oracle failed.
+    #[error("timestamp oracle: {0}")]
+    Oracle(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(StoreError),
+    /// Application code running inside a transaction (an observer, a workload) gave up; the
+    /// transaction is not committed. Not retryable.
+    #[error("application error: {0}")]
+    Application(String),
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::InvalidInput(m) => Error::InvalidInput(m),
+            StoreError::TooLarge { what, size, limit } => Error::TooLarge { what, size, limit },
+            StoreError::Corrupt(m) => Error::Corrupt(m),
+            other => Error::Store(other),
+        }
+    }
+}
+
+impl Error {
+    /// Whether re-running the whole transaction (reads included) can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Conflict { .. }
+                | Error::LockWaitTimeout { .. }
+                | Error::Aborted { .. }
+                | Error::Store(StoreError::Unavailable(_))
+        )
+    }
+
+    pub(crate) fn conflict(table: &[u8], row: &[u8], column: &[u8], reason: &'static str) -> Self {
+        Error::Conflict {
+            table: String::from_utf8_lossy(table).into_owned(),
+            row: String::from_utf8_lossy(row).into_owned(),
+            column: String::from_utf8_lossy(column).into_owned(),
+            reason,
+        }
+    }
+}
+
+/// Result alias for the transaction layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,279 @@
+//! [`Client`] and [`ClientBuilder`]: one client per process (or per simulated worker). A client
+//! owns the store handle, the timestamp oracle, the worker's liveness lease (registered at
+//! [`ClientBuilder::build`] and refreshed by a background task until the client is dropped or
+//! [`Client::shutdown`]), the configuration, the observed columns and the metrics. It is cheap to
+//! clone: clones share one `ClientInner`, which the protocol modules (`read`, `commit`,
+//! `resolve`, `notify`) extend with their actions.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::liveness::{Liveness, StoreLiveness};
+use crate::oracle::TimestampOracle;
+use crate::records::{CellAddr, LockRecord};
+use crate::store::{Family, FamilyRead, RowStore, Scan};
+
+use super::TxnConfig;
+#[cfg(feature = "fault-injection")]
+use super::fault::CommitHook;
+use super::fault::Faults;
+use super::metrics::{TxnMetrics, TxnMetricsSnapshot};
+use super::notify::{self, ObservedColumn};
+use super::resolve::TxnStatus;
+use super::transaction::Transaction;
+
+/// What the clones of one [`Client`] share.
+pub(crate) struct ClientInner<S: RowStore> {
+    pub(crate) store: Arc<S>,
+    pub(crate) oracle: Arc<dyn TimestampOracle>,
+    pub(crate) liveness: Arc<dyn Liveness>,
+    pub(crate) config: TxnConfig,
+    pub(crate) worker_id: u64,
+    pub(crate) metrics: TxnMetrics,
+    pub(crate) observed: notify::ObservedSet,
+    /// Faults armed for every commit of this client (empty without `fault-injection`).
+    pub(super) faults: Faults,
+    pub(super) lease_refresher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl<S: RowStore> Drop for ClientInner<S> {
+    fn drop(&mut self) {
+        // A dropped client stops refreshing its lease, exactly like a dead process.
+        if let Some(task) = self.lease_refresher.get_mut().take() {
+            task.abort();
+        }
+    }
+}
+
+/// Builds a [`Client`].
+pub struct ClientBuilder<S: RowStore> {
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    config: TxnConfig,
+    faults: Faults,
+    observed: notify::ObservedSet,
+}
+
+impl<S: RowStore> ClientBuilder<S> {
+    /// Declares an observed column: commits of this client that write it (strong) set its notify
+    /// cell. Every client that writes observed columns must declare them — the observer runtime
+    /// hands its observers' columns to its own client, and loaders take the same list.
+    pub fn observe(mut self, column: &ObservedColumn) -> Self {
+        self.observed.add(column);
+        self
+    }
+
+    /// [`Self::observe`] for each column.
+    pub fn observe_all<'a>(
+        mut self,
+        columns: impl IntoIterator<Item = &'a ObservedColumn>,
+    ) -> Self {
+        for column in columns {
+            self.observed.add(column);
+        }
+        self
+    }
+
+    /// Uses `oracle` instead of the store's process-wide [`crate::oracle::LocalOracle`]
+    /// ([`crate::oracle::shared_local_oracle`]).
+    pub fn oracle(mut self, oracle: Arc<dyn TimestampOracle>) -> Self {
+        self.oracle = Some(oracle);
+        self
+    }
+
+    /// Sets the configuration.
+    pub fn config(mut self, config: TxnConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Installs a fault-injection hook consulted by every commit of this client (feature
+    /// `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
+        self.faults = Faults::new(Some(hook));
+        self
+    }
+
+    /// Registers the worker's liveness lease and starts refreshing it.
+    pub async fn build(self) -> Result<Client<S>> {
+        let oracle = match self.oracle {
+            Some(o) => o,
+            None => crate::oracle::shared_local_oracle(&self.store).await?,
+        };
+        let worker_id = random_id();
+        let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
+        let lease = self.config.worker_lease;
+        registry.register(worker_id, lease).await?;
+        let refresher = {
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    if let Err(e) = registry.register(worker_id, lease).await {
+                        tracing::warn!(worker_id, error = %e, "could not refresh worker lease");
+                    }
+                }
+            })
+        };
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                store: self.store,
+                oracle,
+                liveness: registry,
+                config: self.config,
+                worker_id,
+                metrics: TxnMetrics::default(),
+                observed: self.observed,
+                faults: self.faults,
+                lease_refresher: parking_lot::Mutex::new(Some(refresher)),
+            }),
+        })
+    }
+}
+
+/// A random non-zero id (worker ids, oracle ids), from the thread-local OS-seeded generator.
+pub(crate) fn random_id() -> u64 {
+    rand::random::<u64>() | 1
+}
+
+/// A Percolator client over a [`RowStore`]: begins transactions and resolves locks.
+pub struct Client<S: RowStore> {
+    pub(crate) inner: Arc<ClientInner<S>>,
+}
+
+impl<S: RowStore> Clone for Client<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: RowStore> std::fmt::Debug for Client<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("store", &self.inner.store.name())
+            .field("worker_id", &self.inner.worker_id)
+            .finish()
+    }
+}
+
+impl<S: RowStore> Client<S> {
+    /// Starts building a client on `store`.
+    pub fn builder(store: Arc<S>) -> ClientBuilder<S> {
+        ClientBuilder {
+            store,
+            oracle: None,
+            config: TxnConfig::default(),
+            faults: Faults::default(),
+            observed: notify::ObservedSet::default(),
+        }
+    }
+
+    /// A client with the store's process-wide local oracle and the default configuration.
+    pub async fn open(store: Arc<S>) -> Result<Self> {
+        Self::builder(store).build().await
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<S> {
+        &self.inner.store
+    }
+
+    /// The oracle.
+    pub fn oracle(&self) -> &Arc<dyn TimestampOracle> {
+        &self.inner.oracle
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TxnConfig {
+        &self.inner.config
+    }
+
+    /// This client's worker id (written into its locks).
+    pub fn worker_id(&self) -> u64 {
+        self.inner.worker_id
+    }
+
+    /// Counters of what this client did.
+    pub fn metrics(&self) -> TxnMetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    /// Begins a transaction at a fresh start timestamp.
+    pub async fn begin(&self) -> Result<Transaction<S>> {
+        let start_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        Ok(Transaction::new(
+            self.clone(),
+            start_ts,
+            self.inner.faults.clone(),
+        ))
+    }
+
+    /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this
+    /// worker become cleanable at once.
+    pub async fn shutdown(&self) -> Result<()> {
+        if let Some(task) = self.inner.lease_refresher.lock().take() {
+            task.abort();
+        }
+        StoreLiveness::new(Arc::clone(&self.inner.store))
+            .deregister(self.inner.worker_id)
+            .await
+    }
+
+    /// The status of transaction `start_ts` whose primary is `primary`, without cleaning up.
+    pub async fn transaction_status(&self, primary: &CellAddr, start_ts: u64) -> Result<TxnStatus> {
+        self.inner.check_status(primary, start_ts, false).await
+    }
+
+    /// Every lock in `table` (any timestamp): `(cell, start_ts, lock)`.
+    pub async fn locks(&self, table: impl AsRef<[u8]>) -> Result<Vec<(CellAddr, u64, LockRecord)>> {
+        let table = Bytes::copy_from_slice(table.as_ref());
+        let rows = self
+            .inner
+            .store
+            .scan(Scan {
+                snapshot_ts: None,
+                table: table.clone(),
+                start: Bound::Unbounded,
+                end: Bound::Unbounded,
+                read: FamilyRead::all(Family::Lock),
+                row_limit: None,
+            })
+            .await?;
+        let mut out = Vec::new();
+        for row in rows {
+            for cell in row.cells {
+                out.push((
+                    CellAddr {
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        column: cell.column,
+                    },
+                    cell.ts,
+                    LockRecord::decode(&cell.value)?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Resolves every lock in `table` whose owner is dead or whose TTL ran out (roll forward or
+    /// back through its primary). Returns `(resolved, still_locked)`.
+    pub async fn resolve_locks(&self, table: impl AsRef<[u8]>) -> Result<(usize, usize)> {
+        let mut resolved = 0;
+        let mut live = 0;
+        for (addr, ts, lock) in self.locks(table).await? {
+            if self.inner.resolve_lock(&addr, ts, &lock).await? {
+                resolved += 1;
+            } else {
+                live += 1;
+            }
+        }
+        Ok((resolved, live))
+    }
+}

@@ -1,0 +1,142 @@
+//! [`TxnConfig`]: the tunables of the transaction layer.
+//!
+//! The struct is `#[non_exhaustive]` so that new tunables can be added without breaking callers:
+//! other crates start from [`TxnConfig::default`] and change what they need with the `with_*`
+//! setters (or by assigning the public fields of an existing value).
+
+use std::time::Duration;
+
+/// Tunables of the transaction layer.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use percolator_core::TxnConfig;
+/// let config = TxnConfig::default()
+///     .with_lock_ttl(Duration::from_secs(1))
+///     .with_durable_commits(true);
+/// assert_eq!(config.lock_ttl, Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TxnConfig {
+    /// After this long without a heartbeat, a lock may be rolled back even if its owner lives.
+    pub lock_ttl: Duration,
+    /// A reader gives up waiting for a live lock after this long
+    /// ([`crate::Error::LockWaitTimeout`]).
+    pub lock_wait_timeout: Duration,
+    /// How long a worker's liveness lease lasts without a refresh.
+    pub worker_lease: Duration,
+    /// Attempts of [`crate::Client::run`] before the last retryable error is returned.
+    pub max_attempts: u32,
+    /// First backoff delay.
+    pub backoff_base: Duration,
+    /// Largest backoff delay.
+    pub backoff_max: Duration,
+    /// Call [`crate::RowStore::sync`] after the commit point, before `commit` returns.
+    pub durable_commits: bool,
+    /// Commit single-row transactions in one row mutation where the store supports it
+    /// ([`crate::StoreLimits::tracks_snapshot_reads`]; see the `one_phase` module docs).
+    pub one_phase_commit: bool,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        Self {
+            lock_ttl: Duration::from_secs(3),
+            lock_wait_timeout: Duration::from_secs(10),
+            worker_lease: Duration::from_secs(10),
+            max_attempts: 50,
+            backoff_base: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(100),
+            durable_commits: false,
+            one_phase_commit: true,
+        }
+    }
+}
+
+impl TxnConfig {
+    /// The primary lock's heartbeat period: a third of the TTL.
+    pub fn heartbeat_interval(&self) -> Duration {
+        (self.lock_ttl / 3).max(Duration::from_millis(1))
+    }
+
+    /// Sets [`Self::lock_ttl`].
+    #[must_use]
+    pub fn with_lock_ttl(mut self, lock_ttl: Duration) -> Self {
+        self.lock_ttl = lock_ttl;
+        self
+    }
+
+    /// Sets [`Self::lock_wait_timeout`].
+    #[must_use]
+    pub fn with_lock_wait_timeout(mut self, lock_wait_timeout: Duration) -> Self {
+        self.lock_wait_timeout = lock_wait_timeout;
+        self
+    }
+
+    /// Sets [`Self::worker_lease`].
+    #[must_use]
+    pub fn with_worker_lease(mut self, worker_lease: Duration) -> Self {
+        self.worker_lease = worker_lease;
+        self
+    }
+
+    /// Sets [`Self::max_attempts`].
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Sets [`Self::backoff_base`] and [`Self::backoff_max`].
+    #[must_use]
+    pub fn with_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff_base = base;
+        self.backoff_max = max;
+        self
+    }
+
+    /// Sets [`Self::durable_commits`].
+    #[must_use]
+    pub fn with_durable_commits(mut self, durable_commits: bool) -> Self {
+        self.durable_commits = durable_commits;
+        self
+    }
+
+    /// Sets [`Self::one_phase_commit`].
+    #[must_use]
+    pub fn with_one_phase_commit(mut self, one_phase_commit: bool) -> Self {
+        self.one_phase_commit = one_phase_commit;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_set_their_field_only() {
+        let base = TxnConfig::default();
+        let c = TxnConfig::default()
+            .with_lock_ttl(Duration::from_millis(7))
+            .with_lock_wait_timeout(Duration::from_millis(8))
+            .with_worker_lease(Duration::from_millis(9))
+            .with_max_attempts(3)
+            .with_backoff(Duration::from_micros(5), Duration::from_micros(50))
+            .with_durable_commits(true)
+            .with_one_phase_commit(false);
+        assert_eq!(c.lock_ttl, Duration::from_millis(7));
+        assert_eq!(c.lock_wait_timeout, Duration::from_millis(8));
+        assert_eq!(c.worker_lease, Duration::from_millis(9));
+        assert_eq!(c.max_attempts, 3);
+        assert_eq!(
+            (c.backoff_base, c.backoff_max),
+            (Duration::from_micros(5), Duration::from_micros(50))
+        );
+        assert!(c.durable_commits);
+        assert!(!c.one_phase_commit);
+        let same = TxnConfig::default().with_lock_ttl(base.lock_ttl);
+        assert_eq!(format!("{same:?}"), format!("{base:?}"));
+    }
+}

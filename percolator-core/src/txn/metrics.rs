@@ -1,0 +1,69 @@
+//! [`TxnMetrics`]: lock-free counters of what one client's transaction layer did, read as a
+//! [`TxnMetricsSnapshot`] ([`crate::Client::metrics`]). The observer runtime folds them into its
+//! own statistics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of what the transaction layer did (cheap, lock-free).
+#[derive(Debug, Default)]
+pub struct TxnMetrics {
+    commits: AtomicU64,
+    conflicts: AtomicU64,
+    aborts: AtomicU64,
+    retries: AtomicU64,
+    rolled_forward: AtomicU64,
+    rolled_back: AtomicU64,
+}
+
+/// A copy of [`TxnMetrics`] at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxnMetricsSnapshot {
+    /// Transactions committed (with writes).
+    pub commits: u64,
+    /// Commits that failed prewrite on a conflict.
+    pub conflicts: u64,
+    /// Commits that found themselves rolled back by a cleaner.
+    pub aborts: u64,
+    /// Re-runs by [`crate::Client::run`].
+    pub retries: u64,
+    /// Locks of other transactions rolled forward.
+    pub locks_rolled_forward: u64,
+    /// Locks of other transactions rolled back.
+    pub locks_rolled_back: u64,
+}
+
+impl TxnMetrics {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn committed(&self) {
+        Self::bump(&self.commits);
+    }
+    pub(crate) fn conflicted(&self) {
+        Self::bump(&self.conflicts);
+    }
+    pub(crate) fn aborted(&self) {
+        Self::bump(&self.aborts);
+    }
+    pub(crate) fn retried(&self) {
+        Self::bump(&self.retries);
+    }
+    pub(crate) fn rolled_forward(&self) {
+        Self::bump(&self.rolled_forward);
+    }
+    pub(crate) fn rolled_back(&self) {
+        Self::bump(&self.rolled_back);
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> TxnMetricsSnapshot {
+        TxnMetricsSnapshot {
+            commits: self.commits.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+            aborts: self.aborts.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            locks_rolled_forward: self.rolled_forward.load(Ordering::Relaxed),
+            locks_rolled_back: self.rolled_back.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Notification primitives (paper §2.4): which columns are observed, finding dirty cells, and
+//! consuming a notification safely. The observer runtime (`percolator-observers`) is built on
+//! these; everything that must be atomic with the commit protocol lives here, in core.
+//!
+//! **Writing.** A notify cell is a version in the notify family of the changed cell. A commit
+//! writes one at its start_ts for every strongly observed column it writes and for every weak
+//! notification it asked for, *during prewrite* (see `commit`); its value names the writer's
+//! primary. [`Client::notify_weak`] writes one outside any transaction, at a fresh timestamp,
+//! naming no writer.
+//!
+//! **Consuming.** An observer run takes a snapshot at `T` after the scanner saw the notify
+//! versions. A version may be deleted only when the run's snapshot includes what it announces:
+//! - a version naming no writer was written after the data it announces committed, so any
+//!   version at or below `T` is covered;
+//! - a version naming a writer is covered only if that writer committed at or below `T` (or was
+//!   rolled back, so there is nothing to see). A writer still pending, or committed after `T`,
+//!   keeps its version for a later run — deleting "everything up to `T`" would lose the change of
+//!   a writer that started before `T` but committed after it.
+//!
+//! Versions are deleted one by one by timestamp, so a notification that arrives while an observer
+//! runs is never swallowed by it.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::records::{CellAddr, NotifyRecord};
+use crate::store::{Family, FamilyRead, RowStore, Scan};
+use crate::tables::check_user_table;
+
+use super::resolve::TxnStatus;
+use super::transaction::bytes_of;
+use super::{Client, ClientInner, layout};
+
+/// How an observer is told about changes to its column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotificationKind {
+    /// Every write of the column sets the notify cell during prewrite; the observer keeps an ack
+    /// column, so at most one observer transaction commits per change.
+    Strong,
+    /// Only explicit notifications ([`super::Transaction::notify`], [`Client::notify_weak`]) set
+    /// the notify cell: no conflicts for writers, and the observer may run more than once.
+    Weak,
+}
+
+/// A column an observer watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObservedColumn {
+    /// Table.
+    pub table: Bytes,
+    /// Column.
+    pub column: Bytes,
+    /// Strong or weak.
+    pub kind: NotificationKind,
+}
+
+impl ObservedColumn {
+    /// A strongly observed column.
+    pub fn strong(table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> Self {
+        Self {
+            table: bytes_of(table),
+            column: bytes_of(column),
+            kind: NotificationKind::Strong,
+        }
+    }
+
+    /// A weakly observed column.
+    pub fn weak(table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> Self {
+        Self {
+            table: bytes_of(table),
+            column: bytes_of(column),
+            kind: NotificationKind::Weak,
+        }
+    }
+}
+
+/// One pending notify version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyVersion {
+    /// Version timestamp (the writer's start_ts, or the time of a direct notification).
+    pub ts: u64,
+    /// The writer's primary, if written by a transaction with writes.
+    pub writer: Option<CellAddr>,
+}
+
+/// The pending notifications of one row, column by column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyRow {
+    /// Row key.
+    pub row: Bytes,
+    /// Columns with pending versions (ordered by column), versions newest first.
+    pub columns: Vec<(Bytes, Vec<NotifyVersion>)>,
+}
+
+/// What [`Client::clear_notifications`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClearOutcome {
+    /// Versions deleted.
+    pub deleted: usize,
+    /// Versions kept because the snapshot did not cover them.
+    pub kept: usize,
+}
+
+/// The strongly observed `(table, column)` pairs a client's commits notify.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ObservedSet(HashSet<(Bytes, Bytes)>);
+
+impl ObservedSet {
+    pub(crate) fn add(&mut self, column: &ObservedColumn) {
+        if column.kind == NotificationKind::Strong {
+            self.0.insert((column.table.clone(), column.column.clone()));
+        }
+    }
+}
+
+impl<S: RowStore> ClientInner<S> {
+    pub(crate) fn is_strongly_observed(&self, table: &Bytes, column: &Bytes) -> bool {
+        !self.observed.0.is_empty() && self.observed.0.contains(&(table.clone(), column.clone()))
+    }
+}
+
+impl<S: RowStore> Client<S> {
+    /// Whether this client's commits notify observers of `table`/`column` (it was built with
+    /// [`super::ClientBuilder::observe`] for that column, strongly).
+    pub fn notifies_on_write(&self, table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> bool {
+        self.inner
+            .is_strongly_observed(&bytes_of(table), &bytes_of(column))
+    }
+
+    /// Writes a weak notification for `table`/`row`/`column` now, outside any transaction: the
+    /// observers of that column will run (at least once) with a snapshot taken after this call.
+    pub async fn notify_weak(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        check_user_table(table.as_ref())?;
+        let limits = self.inner.store.limits();
+        crate::store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
+        let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
+        let ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        let value = NotifyRecord { writer: None }.encode();
+        self.inner
+            .store
+            .mutate_rows(layout::notify_rows(std::slice::from_ref(&addr), ts, &value))
+            .await?;
+        Ok(())
+    }
+
+    /// Up to `row_limit` rows of `table` with pending notifications, starting at `start`. Reads
+    /// only the notify family.
+    pub async fn scan_notifications(
+        &self,
+        table: impl AsRef<[u8]>,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        row_limit: Option<usize>,
+    ) -> Result<Vec<NotifyRow>> {
+        let rows = self
+            .inner
+            .store
+            .scan(Scan {
+                snapshot_ts: None,
+                table: bytes_of(table),
+                start,
+                end,
+                read: FamilyRead::all(Family::Notify),
+                row_limit,
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut columns: Vec<(Bytes, Vec<NotifyVersion>)> = Vec::new();
+            for cell in row.cells {
+                let version = NotifyVersion {
+                    ts: cell.ts,
+                    writer: NotifyRecord::decode(&cell.value)?.writer,
+                };
+                match columns.last_mut() {
+                    Some((column, versions)) if *column == cell.column => versions.push(version),
+                    _ => columns.push((cell.column, vec![version])),
+                }
+            }
+            out.push(NotifyRow {
+                row: row.row,
+                columns,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes the versions of `addr`'s notifications (as listed by a scan) that a run with a
+    /// snapshot at `snapshot_ts` has covered (see the module docs); keeps the others. Resolves
+    /// dead writers on the way, like any reader.
+    pub async fn clear_notifications(
+        &self,
+        addr: &CellAddr,
+        versions: &[NotifyVersion],
+        snapshot_ts: u64,
+    ) -> Result<ClearOutcome> {
+        let mut covered = Vec::new();
+        let mut kept = 0;
+        let mut statuses: HashMap<(&CellAddr, u64), bool> = HashMap::new();
+        for version in versions {
+            if version.ts > snapshot_ts {
+                kept += 1;
+                continue;
+            }
+            let done = match &version.writer {
+                None => true,
+                Some(primary) => match statuses.get(&(primary, version.ts)) {
+                    Some(&done) => done,
+                    None => {
+                        let done = match self.inner.check_status(primary, version.ts, true).await? {
+                            TxnStatus::Committed { commit_ts } => commit_ts <= snapshot_ts,
+                            TxnStatus::RolledBack | TxnStatus::NotFound => true,
+                            TxnStatus::Locked { .. } => false,
+                        };
+                        statuses.insert((primary, version.ts), done);
+                        done
+                    }
+                },
+            };
+            if done {
+                covered.push(version.ts);
+            } else {
+                kept += 1;
+            }
+        }
+        if !covered.is_empty() {
+            self.inner
+                .store
+                .mutate_rows(vec![layout::clear_notify(addr, &covered)])
+                .await?;
+        }
+        Ok(ClearOutcome {
+            deleted: covered.len(),
+            kept,
+        })
+    }
+
+    /// Number of pending notify versions in `table` (a full scan of its notify family).
+    pub async fn pending_notifications(&self, table: impl AsRef<[u8]>) -> Result<usize> {
+        let rows = self
+            .scan_notifications(table, Bound::Unbounded, Bound::Unbounded, None)
+            .await?;
+        Ok(rows
+            .iter()
+            .flat_map(|r| r.columns.iter())
+            .map(|(_, v)| v.len())
+            .sum())
+    }
+}

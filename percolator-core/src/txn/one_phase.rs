@@ -1,0 +1,129 @@
+//! One-phase commit of a single-row transaction.
+//!
+//! A transaction that writes one row needs no primary and no lock: its data and write records
+//! can go in together, in one conditional row mutation at a commit timestamp taken first. That
+//! halves the store work of the commonest small transaction (paper §3.2 names the extra round
+//! trips of two-phase commit as the main cost of a Percolator write; TiKV commits single-region
+//! transactions the same way). Values of up to [`SHORT_VALUE_MAX`] bytes ride inline in their
+//! write records (TiKV's short values), so a one-cell commit writes one cell, not two.
+//!
+//! [`SHORT_VALUE_MAX`]: crate::records::SHORT_VALUE_MAX
+//!
+//! What the lock does in two-phase commit is stop a reader whose start timestamp is after our
+//! commit timestamp but who reads the row before our write lands: it finds the lock and waits.
+//! Without a lock it would miss a write that belongs in its snapshot. Stores that track snapshot
+//! reads ([`crate::store::StoreLimits::tracks_snapshot_reads`]) close that gap: the mutation is
+//! conditional on [`Condition::NoSnapshotReadSince`] the commit timestamp, so it applies only if
+//! no such reader has been admitted, and every reader admitted after it sees it. The other
+//! conditions are the prewrite's — no write record at or after start_ts, no lock — so write-write
+//! conflicts are caught exactly as in two-phase commit, and a rollback record at start_ts (a
+//! cleaner's fence) blocks it too.
+//!
+//! The attempt never decides a failure by itself: on any failed condition it falls back to
+//! two-phase commit, which resolves dead locks, reports conflicts and takes a fresh commit
+//! timestamp. An unknown outcome (`Unavailable`) is retried and settled by reading our write
+//! record back; stores that track snapshot reads are in-process, so a call that returned has
+//! finished and cannot land later.
+//!
+//! [`Condition::NoSnapshotReadSince`]: crate::store::Condition::NoSnapshotReadSince
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result, StoreError};
+use crate::records::WriteRecord;
+use crate::store::{Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowStore, TsRange};
+
+use super::Client;
+use super::commit::{AMBIGUOUS_ATTEMPTS, RowWrites};
+use super::fault::{CommitStep, Faults};
+use super::layout;
+
+impl<S: RowStore> Client<S> {
+    /// Whether a transaction writing `rows` rows (and notifying `notify_only` rows it does not
+    /// write) may try a one-phase commit.
+    pub(super) fn one_phase_eligible(
+        &self,
+        rows: usize,
+        notify_only: usize,
+        faults: &Faults,
+    ) -> bool {
+        rows == 1
+            && notify_only == 0
+            && self.config().one_phase_commit
+            && faults.allow_one_phase()
+            && self.inner.store.limits().tracks_snapshot_reads
+    }
+
+    /// Tries to commit `row` in one row mutation. `Ok(Some(commit_ts))`: committed. `Ok(None)`:
+    /// nothing of ours is in the store; commit in two phases instead.
+    pub(super) async fn try_one_phase(
+        &self,
+        row: &RowWrites,
+        start_ts: u64,
+        notify_value: &Bytes,
+        faults: &Faults,
+    ) -> Result<Option<u64>> {
+        let commit_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        faults.at(CommitStep::BeforeCommitPoint, start_ts).await?;
+        let mutation = layout::one_phase(
+            &row.table,
+            &row.row,
+            &row.columns,
+            &row.notify,
+            notify_value,
+            start_ts,
+            commit_ts,
+        );
+        let mut ambiguous = None;
+        for _ in 0..AMBIGUOUS_ATTEMPTS {
+            match self.inner.store.mutate_rows(vec![mutation.clone()]).await {
+                Ok(outcome) if outcome.first() == Some(&MutationOutcome::Applied) => {
+                    return Ok(Some(commit_ts));
+                }
+                Ok(_) => break,
+                Err(e @ StoreError::Unavailable(_)) => ambiguous = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some(error) = ambiguous else {
+            return Ok(None); // a condition failed on the first try: nothing was written
+        };
+        // An attempt's answer was lost: our write record tells whether one applied.
+        match self.committed_at(row, start_ts, commit_ts).await {
+            Ok(true) => Ok(Some(commit_ts)),
+            Ok(false) => Ok(None),
+            Err(Error::Store(source)) => Err(Error::CommitUndetermined { start_ts, source }),
+            Err(_) => Err(Error::CommitUndetermined {
+                start_ts,
+                source: error,
+            }),
+        }
+    }
+
+    /// Whether the first column of `row` has our write record at `commit_ts`.
+    async fn committed_at(&self, row: &RowWrites, start_ts: u64, commit_ts: u64) -> Result<bool> {
+        let Some((column, _)) = row.columns.first() else {
+            return Ok(false);
+        };
+        let answer = self
+            .inner
+            .store
+            .read_row(ReadRow {
+                table: row.table.clone(),
+                row: row.row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Write)
+                        .columns(Columns::one(column.clone()))
+                        .ts(TsRange::at(commit_ts)),
+                ],
+                snapshot_ts: None,
+            })
+            .await?;
+        for cell in answer.iter().flatten() {
+            if WriteRecord::decode(&cell.value)?.start_ts == start_ts {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}

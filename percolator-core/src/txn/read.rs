@@ -1,0 +1,321 @@
+//! Snapshot reads (paper Figure 6, `Get`): point reads and range scans at the start timestamp.
+//!
+//! Order matters for correctness: the lock family is read **before** the write family. A
+//! transaction whose commit timestamp is below our start timestamp held its lock on a cell from
+//! before it took that commit timestamp until the moment its write record appeared (lock removal
+//! and write insertion are one atomic row mutation). So either we see its lock — and resolve or
+//! wait — or its write record is already there when we read the write family. Locks above our
+//! start timestamp belong to transactions that will commit above it and are ignored; a lock at or
+//! below it is never skipped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::store::{Cell, Columns, Family, FamilyRead, ReadRow, RowStore, Scan, TsRange};
+
+use super::{ClientInner, ScanItem, Versioned};
+use crate::backoff::Backoff;
+
+/// Newest write records read per column before falling back to all versions (rollback records
+/// of other transactions can hide the newest committed one).
+const WRITE_PREFETCH: usize = 2;
+
+impl<S: RowStore> ClientInner<S> {
+    /// Reads `addr` as of `read_ts`, resolving or waiting out locks at or below `read_ts`.
+    pub(crate) async fn snapshot_get(
+        &self,
+        addr: &CellAddr,
+        read_ts: u64,
+    ) -> Result<Option<Bytes>> {
+        Ok(self.snapshot_get_versioned(addr, read_ts).await?.value)
+    }
+
+    /// Like [`Self::snapshot_get`], with the commit timestamp of the visible write (a put or a
+    /// delete; `None` if the cell was never written).
+    pub(crate) async fn snapshot_get_versioned(
+        &self,
+        addr: &CellAddr,
+        read_ts: u64,
+    ) -> Result<Versioned> {
+        // Set when the first lock blocks us (no clock read on the common, lock-free path).
+        let mut started: Option<Instant> = None;
+        let mut backoff = Backoff::from_config(&self.config);
+        let columns = Columns::one(addr.column.clone());
+        loop {
+            let mut versions = Some(WRITE_PREFETCH);
+            let (lock, writes, data) = loop {
+                let mut write_read = FamilyRead::all(Family::Write)
+                    .columns(columns.clone())
+                    .ts(TsRange::up_to(read_ts));
+                write_read.max_versions = versions;
+                let mut answer = self
+                    .store
+                    .read_row(ReadRow {
+                        snapshot_ts: Some(read_ts),
+                        table: addr.table.clone(),
+                        row: addr.row.clone(),
+                        reads: vec![
+                            FamilyRead::all(Family::Lock)
+                                .columns(columns.clone())
+                                .ts(TsRange::up_to(read_ts))
+                                .max_versions(1),
+                            write_read,
+                            // Speculative: the newest data version is usually the committed one.
+                            FamilyRead::all(Family::Data)
+                                .columns(columns.clone())
+                                .ts(TsRange::up_to(read_ts))
+                                .max_versions(1),
+                        ],
+                    })
+                    .await?;
+                if answer.len() != 3 {
+                    return Err(Error::Corrupt(
+                        "store answered a read with a different shape".into(),
+                    ));
+                }
+                let data = answer.pop().unwrap_or_default();
+                let writes = answer.pop().unwrap_or_default();
+                let lock = answer.pop().unwrap_or_default();
+                let all_rollbacks = versions.is_some_and(|n| writes.len() >= n)
+                    && writes.iter().all(|c| {
+                        WriteRecord::decode(&c.value).is_ok_and(|w| w.kind == WriteKind::Rollback)
+                    });
+                if all_rollbacks {
+                    versions = None; // look at every version
+                    continue;
+                }
+                break (lock, writes, data);
+            };
+            if let Some(lock_cell) = lock.first() {
+                let record = LockRecord::decode(&lock_cell.value)?;
+                if !self.resolve_lock(addr, lock_cell.ts, &record).await? {
+                    backoff
+                        .wait_or_timeout(
+                            *started.get_or_insert_with(Instant::now),
+                            addr,
+                            lock_cell.ts,
+                            &self.config,
+                        )
+                        .await?;
+                }
+                continue;
+            }
+            return self.visible_value(addr, &writes, &data).await;
+        }
+    }
+
+    /// Given the write records of one column (newest first, all at or below the read timestamp)
+    /// and a speculatively read data version, returns the visible value.
+    async fn visible_value(
+        &self,
+        addr: &CellAddr,
+        writes: &[Cell],
+        data: &[Cell],
+    ) -> Result<Versioned> {
+        for cell in writes {
+            let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
+            let commit_ts = Some(cell.ts);
+            match record.kind {
+                WriteKind::Rollback => continue,
+                WriteKind::Delete => {
+                    return Ok(Versioned {
+                        value: None,
+                        commit_ts,
+                    });
+                }
+                WriteKind::Put => {
+                    let value = match (inline, data.iter().find(|d| d.ts == record.start_ts)) {
+                        (Some(inline), _) => inline,
+                        (None, Some(d)) => d.value.clone(),
+                        (None, None) => self.read_data(addr, record.start_ts).await?,
+                    };
+                    return Ok(Versioned {
+                        value: Some(value),
+                        commit_ts,
+                    });
+                }
+            }
+        }
+        Ok(Versioned::default())
+    }
+
+    async fn read_data(&self, addr: &CellAddr, data_ts: u64) -> Result<Bytes> {
+        let answer = self
+            .store
+            .read_row(ReadRow {
+                snapshot_ts: None,
+                table: addr.table.clone(),
+                row: addr.row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Data)
+                        .columns(Columns::one(addr.column.clone()))
+                        .ts(TsRange::at(data_ts)),
+                ],
+            })
+            .await?;
+        answer
+            .into_iter()
+            .next()
+            .and_then(|cells| cells.into_iter().next())
+            .map(|c| c.value)
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "write record points at missing data version {data_ts} of {:?}/{:?}/{:?}",
+                    addr.table, addr.row, addr.column
+                ))
+            })
+    }
+
+    /// Every visible cell of `table` in the row range, as of `read_ts` (committed data only).
+    pub(crate) async fn snapshot_scan(
+        &self,
+        table: &Bytes,
+        start: &Bound<Bytes>,
+        end: &Bound<Bytes>,
+        columns: &Columns,
+        read_ts: u64,
+    ) -> Result<Vec<ScanItem>> {
+        // Set when the first lock blocks us (no clock read on the common, lock-free path).
+        let mut started: Option<Instant> = None;
+        let mut backoff = Backoff::from_config(&self.config);
+        // 1. Locks first (see the module docs), until none at or below read_ts remain.
+        loop {
+            let locks = self
+                .store
+                .scan(Scan {
+                    snapshot_ts: Some(read_ts),
+                    table: table.clone(),
+                    start: start.clone(),
+                    end: end.clone(),
+                    read: FamilyRead::all(Family::Lock)
+                        .columns(columns.clone())
+                        .ts(TsRange::up_to(read_ts)),
+                    row_limit: None,
+                })
+                .await?;
+            let mut blocked = None;
+            for row in &locks {
+                for cell in &row.cells {
+                    let addr = CellAddr {
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        column: cell.column.clone(),
+                    };
+                    let record = LockRecord::decode(&cell.value)?;
+                    if !self.resolve_lock(&addr, cell.ts, &record).await? {
+                        blocked = Some((addr, cell.ts));
+                    }
+                }
+            }
+            match blocked {
+                None => break,
+                Some((addr, lock_ts)) => {
+                    backoff
+                        .wait_or_timeout(
+                            *started.get_or_insert_with(Instant::now),
+                            &addr,
+                            lock_ts,
+                            &self.config,
+                        )
+                        .await?
+                }
+            }
+        }
+        // 2. Write records, then the data versions they point at (inline values need none).
+        let writes = self
+            .store
+            .scan(Scan {
+                snapshot_ts: Some(read_ts),
+                table: table.clone(),
+                start: start.clone(),
+                end: end.clone(),
+                read: FamilyRead::all(Family::Write)
+                    .columns(columns.clone())
+                    .ts(TsRange::up_to(read_ts)),
+                row_limit: None,
+            })
+            .await?;
+        let mut out = Vec::new();
+        for row in writes {
+            // column -> the newest non-rollback record's outcome
+            let mut visible: BTreeMap<Bytes, Visible> = BTreeMap::new();
+            for cell in &row.cells {
+                if visible.contains_key(&cell.column) {
+                    continue;
+                }
+                let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
+                let outcome = match (record.kind, inline) {
+                    (WriteKind::Rollback, _) => continue,
+                    (WriteKind::Delete, _) => Visible::Deleted,
+                    (WriteKind::Put, Some(value)) => Visible::Inline(value),
+                    (WriteKind::Put, None) => Visible::DataAt(record.start_ts),
+                };
+                visible.insert(cell.column.clone(), outcome);
+            }
+            let wanted: Vec<(&Bytes, u64)> = visible
+                .iter()
+                .filter_map(|(column, outcome)| match outcome {
+                    Visible::DataAt(ts) => Some((column, *ts)),
+                    _ => None,
+                })
+                .collect();
+            let data = if wanted.is_empty() {
+                Vec::new()
+            } else {
+                let lo = wanted.iter().map(|(_, ts)| *ts).min().unwrap_or(0);
+                let hi = wanted.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
+                self.store
+                    .read_row(ReadRow {
+                        snapshot_ts: Some(read_ts),
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        reads: vec![
+                            FamilyRead::all(Family::Data)
+                                .columns(Columns::Only(
+                                    wanted.iter().map(|(c, _)| (*c).clone()).collect(),
+                                ))
+                                .ts(TsRange::new(lo, hi)),
+                        ],
+                    })
+                    .await?
+            };
+            let by_version: HashMap<(&Bytes, u64), &Bytes> = data
+                .iter()
+                .flatten()
+                .map(|c| ((&c.column, c.ts), &c.value))
+                .collect();
+            // In column order, inline values and data versions alike.
+            for (column, outcome) in &visible {
+                let value = match outcome {
+                    Visible::Deleted => continue,
+                    Visible::Inline(value) => value.clone(),
+                    Visible::DataAt(ts) => (*by_version.get(&(column, *ts)).ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "write record points at missing data version {ts} of row {:?} column {:?}",
+                            row.row, column
+                        ))
+                    })?)
+                    .clone(),
+                };
+                out.push(ScanItem {
+                    row: row.row.clone(),
+                    column: column.clone(),
+                    value,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the newest non-rollback write record of a column makes visible to a scan.
+enum Visible {
+    Deleted,
+    Inline(Bytes),
+    DataAt(u64),
+}

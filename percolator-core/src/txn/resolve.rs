@@ -1,0 +1,437 @@
+//! Lazy lock resolution (paper §2.2, "lazy approach to cleanup").
+//!
+//! A transaction that meets a lock it cannot ignore asks the lock's **primary** what happened,
+//! because the primary's lock/write cells are the single point of truth of a transaction:
+//! - a write record at the primary pointing at the lock's start_ts: the transaction committed, so
+//!   the lock is **rolled forward** (write record at the same commit_ts, lock removed);
+//! - a rollback record at the primary: the transaction is dead, so the lock is **rolled back**;
+//! - the primary still locked: if the owner's lease is gone ([`crate::liveness`]) or the lock's
+//!   wall-clock TTL has run out, the primary is rolled back first — conditional on the lock bytes
+//!   being exactly the ones inspected, so a concurrent heartbeat or commit wins — and then the
+//!   lock; otherwise the caller waits;
+//! - neither: the primary was never locked (or its prewrite is still in flight); a rollback record
+//!   is written there so that the late prewrite can never succeed (TiKV #921-style races).
+//!
+//! Rollback records are never deleted here: they are what makes a late prewrite fail.
+
+use crate::error::{Error, Result};
+use crate::liveness::now_ms;
+use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::store::RowStore;
+
+use super::ClientInner;
+use super::layout;
+
+/// What the primary says about a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxnStatus {
+    /// Committed at this timestamp.
+    Committed {
+        /// The commit timestamp.
+        commit_ts: u64,
+    },
+    /// Rolled back: a rollback record at the primary forbids it from ever committing.
+    RolledBack,
+    /// Neither lock nor write record at the primary, and the caller asked not to clean up: the
+    /// primary's prewrite may still be in flight, so the outcome is open.
+    NotFound,
+    /// The primary is locked. With cleanup, the owner is alive and within its TTL; without, the
+    /// lock is reported whatever its owner's state.
+    Locked {
+        /// The primary lock.
+        lock: LockRecord,
+    },
+}
+
+/// How many times a status check re-reads after losing a race before giving up.
+const STATUS_ATTEMPTS: usize = 16;
+
+impl<S: RowStore> ClientInner<S> {
+    /// Whether a lock may be cleaned up: its owner's lease is gone or its TTL has run out.
+    pub(crate) async fn may_clean(&self, lock: &LockRecord) -> Result<bool> {
+        if lock.expired(now_ms()) {
+            return Ok(true);
+        }
+        Ok(!self.liveness.is_alive(lock.owner).await?)
+    }
+
+    /// Reads the status of transaction `start_ts` at its primary. With `clean`, a dead or expired
+    /// primary lock — or a missing one — is rolled back so that the answer is final.
+    pub(crate) async fn check_status(
+        &self,
+        primary: &CellAddr,
+        start_ts: u64,
+        clean: bool,
+    ) -> Result<TxnStatus> {
+        for _ in 0..STATUS_ATTEMPTS {
+            let read = self
+                .store
+                .read_row(layout::status_read(primary, start_ts))
+                .await?;
+            let (locks, writes) = match read.as_slice() {
+                [locks, writes] => (locks, writes),
+                _ => {
+                    return Err(Error::Corrupt(
+                        "store answered a two-family read with a different shape".into(),
+                    ));
+                }
+            };
+            for cell in writes {
+                let record = WriteRecord::decode(&cell.value)?;
+                if record.start_ts == start_ts {
+                    return Ok(match record.kind {
+                        WriteKind::Rollback => TxnStatus::RolledBack,
+                        WriteKind::Put | WriteKind::Delete => {
+                            TxnStatus::Committed { commit_ts: cell.ts }
+                        }
+                    });
+                }
+            }
+            if let Some(cell) = locks.first() {
+                let lock = LockRecord::decode(&cell.value)?;
+                if !clean || !self.may_clean(&lock).await? {
+                    return Ok(TxnStatus::Locked { lock });
+                }
+                let outcome = self
+                    .store
+                    .mutate_rows(vec![layout::rollback_primary(
+                        primary,
+                        start_ts,
+                        cell.value.clone(),
+                    )])
+                    .await?;
+                if outcome.first().is_some_and(|o| o.applied()) {
+                    tracing::debug!(start_ts, "rolled back expired primary");
+                    return Ok(TxnStatus::RolledBack);
+                }
+                continue; // refreshed or committed meanwhile: look again
+            }
+            if !clean {
+                return Ok(TxnStatus::NotFound);
+            }
+            let outcome = self
+                .store
+                .mutate_rows(vec![layout::rollback_absent(primary, start_ts)])
+                .await?;
+            if outcome.first().is_some_and(|o| o.applied()) {
+                return Ok(TxnStatus::RolledBack);
+            }
+            // A prewrite landed between our read and our fence: look again.
+        }
+        Err(Error::Store(crate::error::StoreError::Unavailable(
+            format!("status of transaction {start_ts} kept changing under {STATUS_ATTEMPTS} reads"),
+        )))
+    }
+
+    /// Resolves the lock of transaction `start_ts` found at `addr`. Returns `false` if the owner
+    /// is alive and within its TTL (the caller should wait), `true` once the lock is gone.
+    pub(crate) async fn resolve_lock(
+        &self,
+        addr: &CellAddr,
+        start_ts: u64,
+        lock: &LockRecord,
+    ) -> Result<bool> {
+        match self.check_status(&lock.primary, start_ts, true).await? {
+            TxnStatus::Committed { commit_ts } => {
+                self.store
+                    .mutate_rows(vec![layout::roll_forward(
+                        addr, start_ts, commit_ts, lock.kind,
+                    )])
+                    .await?;
+                self.metrics.rolled_forward();
+                Ok(true)
+            }
+            TxnStatus::RolledBack => {
+                if *addr != lock.primary {
+                    self.store
+                        .mutate_rows(vec![layout::rollback_locked(addr, start_ts)])
+                        .await?;
+                }
+                self.metrics.rolled_back();
+                Ok(true)
+            }
+            TxnStatus::Locked { .. } | TxnStatus::NotFound => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cleaner's decisions, checked call by call against mocks of the narrow traits: which
+    //! reads it makes, whether it consults liveness, and exactly which conditional mutation it
+    //! sends.
+
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use mockall::predicate::eq;
+
+    use super::*;
+    use crate::liveness::MockLiveness;
+    use crate::oracle::TimestampOracle;
+    use crate::records::{CellAddr, WriteRecord};
+    use crate::store::{Cell, Condition, Family, MockRowStore, Mutation, MutationOutcome};
+    use crate::txn::{ClientInner, TxnConfig, TxnMetrics};
+
+    struct NoOracle;
+
+    #[async_trait::async_trait]
+    impl TimestampOracle for NoOracle {
+        async fn timestamp(&self) -> Result<u64> {
+            Err(Error::Oracle("not used by lock resolution".into()))
+        }
+    }
+
+    const START: u64 = 10;
+
+    fn primary() -> CellAddr {
+        CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..])
+    }
+
+    fn inner(store: MockRowStore, liveness: MockLiveness) -> ClientInner<MockRowStore> {
+        ClientInner {
+            store: Arc::new(store),
+            oracle: Arc::new(NoOracle),
+            liveness: Arc::new(liveness),
+            config: TxnConfig::default(),
+            worker_id: 1,
+            metrics: TxnMetrics::default(),
+            observed: Default::default(),
+            faults: Default::default(),
+            lease_refresher: parking_lot::Mutex::new(None),
+        }
+    }
+
+    fn lock(wall_ms: u64, ttl_ms: u64) -> LockRecord {
+        LockRecord {
+            kind: WriteKind::Put,
+            primary: primary(),
+            owner: 7,
+            wall_ms,
+            ttl_ms,
+        }
+    }
+
+    fn status_answer(lock: Option<&LockRecord>, writes: Vec<(u64, WriteRecord)>) -> Vec<Vec<Cell>> {
+        let locks = lock
+            .map(|l| {
+                vec![Cell {
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: l.encode(),
+                }]
+            })
+            .unwrap_or_default();
+        let writes = writes
+            .into_iter()
+            .map(|(ts, w)| Cell {
+                column: Bytes::from("c"),
+                ts,
+                value: w.encode(),
+            })
+            .collect();
+        vec![locks, writes]
+    }
+
+    #[tokio::test]
+    async fn committed_primary_is_read_not_written() {
+        let mut store = MockRowStore::new();
+        store.expect_read_row().times(1).returning(|_| {
+            Ok(status_answer(
+                None,
+                vec![
+                    (
+                        25,
+                        WriteRecord {
+                            kind: WriteKind::Put,
+                            start_ts: 12,
+                        },
+                    ),
+                    (
+                        20,
+                        WriteRecord {
+                            kind: WriteKind::Put,
+                            start_ts: START,
+                        },
+                    ),
+                ],
+            ))
+        });
+        store.expect_mutate_rows().times(0);
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().times(0);
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Committed { commit_ts: 20 });
+    }
+
+    #[tokio::test]
+    async fn live_owner_within_ttl_is_left_alone() {
+        let held = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        store.expect_mutate_rows().times(0);
+        let mut liveness = MockLiveness::new();
+        liveness
+            .expect_is_alive()
+            .with(eq(7))
+            .times(1)
+            .returning(|_| Ok(true));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Locked { lock: held });
+    }
+
+    fn expect_rollback_of(store: &mut MockRowStore, held: &LockRecord) {
+        let lock_bytes = held.encode();
+        store.expect_mutate_rows().times(1).returning(move |batch| {
+            assert_eq!(batch.len(), 1);
+            let item = &batch[0];
+            assert_eq!(
+                item.conditions,
+                vec![Condition::Equals {
+                    family: Family::Lock,
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: lock_bytes.clone()
+                }],
+                "a primary is rolled back only if its lock is exactly the one inspected"
+            );
+            assert!(
+                item.mutations.contains(&Mutation::Put {
+                    family: Family::Write,
+                    column: Bytes::from("c"),
+                    ts: START,
+                    value: WriteRecord {
+                        kind: WriteKind::Rollback,
+                        start_ts: START
+                    }
+                    .encode(),
+                }),
+                "rollback record missing"
+            );
+            assert!(item.mutations.contains(&Mutation::Delete {
+                family: Family::Lock,
+                column: Bytes::from("c"),
+                ts: START
+            }));
+            Ok(vec![MutationOutcome::Applied])
+        });
+    }
+
+    #[tokio::test]
+    async fn dead_owner_is_rolled_back_before_ttl() {
+        let held = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        expect_rollback_of(&mut store, &held);
+        let mut liveness = MockLiveness::new();
+        liveness
+            .expect_is_alive()
+            .with(eq(7))
+            .times(1)
+            .returning(|_| Ok(false));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+
+    #[tokio::test]
+    async fn expired_lock_is_rolled_back_without_asking_liveness() {
+        let held = lock(1_000, 5);
+        let mut store = MockRowStore::new();
+        let answer = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(move |_| Ok(answer.clone()));
+        expect_rollback_of(&mut store, &held);
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().times(0);
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+
+    #[tokio::test]
+    async fn lost_race_to_a_heartbeat_rereads() {
+        let held = lock(1_000, 5);
+        let refreshed = lock(now_ms(), 60_000);
+        let mut store = MockRowStore::new();
+        let mut seq = mockall::Sequence::new();
+        let first = status_answer(Some(&held), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move |_| Ok(first.clone()));
+        store
+            .expect_mutate_rows()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| Ok(vec![MutationOutcome::ConditionFailed { condition: 0 }]));
+        let second = status_answer(Some(&refreshed), vec![]);
+        store
+            .expect_read_row()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move |_| Ok(second.clone()));
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().returning(|_| Ok(true));
+        let status = inner(store, liveness)
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::Locked { lock: refreshed });
+    }
+
+    #[tokio::test]
+    async fn missing_primary_is_fenced_with_a_rollback_record() {
+        let mut store = MockRowStore::new();
+        store
+            .expect_read_row()
+            .times(1)
+            .returning(|_| Ok(status_answer(None, vec![])));
+        store.expect_mutate_rows().times(1).returning(|batch| {
+            assert_eq!(
+                batch[0].conditions,
+                vec![Condition::Absent {
+                    family: Family::Lock,
+                    column: Bytes::from("c"),
+                    ts: crate::store::TsRange::at(START)
+                }]
+            );
+            assert!(matches!(
+                &batch[0].mutations[..],
+                [Mutation::Put {
+                    family: Family::Write,
+                    ts: START,
+                    ..
+                }]
+            ));
+            Ok(vec![MutationOutcome::Applied])
+        });
+        let status = inner(store, MockLiveness::new())
+            .check_status(&primary(), START, true)
+            .await
+            .unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+    }
+}

@@ -1,0 +1,54 @@
+//! The `run` helper that re-runs a whole transaction on conflict (with [`Backoff`] between
+//! attempts).
+//!
+//! The helper re-runs the **entire closure** — reads included — on a fresh snapshot; it never
+//! replays buffered writes, because writes computed from reads of an old snapshot would violate
+//! snapshot isolation (the classic retry bug in Percolator-style clients).
+
+use futures::future::BoxFuture;
+
+use crate::backoff::Backoff;
+use crate::error::Result;
+use crate::store::RowStore;
+
+use super::{Client, Transaction};
+
+impl<S: RowStore> Client<S> {
+    /// Runs `body` in a transaction and commits it; on a retryable error (conflict, lock-wait
+    /// timeout, rollback by a cleaner, store unavailable) starts a **new** transaction and runs
+    /// the whole closure again, with backoff, up to [`super::TxnConfig::max_attempts`] times.
+    ///
+    /// ```text
+    /// let total = client
+    ///     .run(|txn| Box::pin(async move {
+    ///         let v = txn.get("t", "r", "c").await?;
+    ///         txn.set("t", "r", "c", "new")?;
+    ///         Ok(v)
+    ///     }))
+    ///     .await?;
+    /// ```
+    pub async fn run<T, F>(&self, mut body: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'t> FnMut(&'t mut Transaction<S>) -> BoxFuture<'t, Result<T>> + Send,
+    {
+        let mut backoff = Backoff::from_config(self.config());
+        let mut attempt = 1u32;
+        loop {
+            let mut txn = self.begin().await?;
+            let result = match body(&mut txn).await {
+                Ok(value) => txn.commit().await.map(|_| value),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(value) => return Ok(value),
+                Err(e) if e.is_retryable() && attempt < self.config().max_attempts => {
+                    self.inner.metrics.retried();
+                    attempt += 1;
+                    backoff.wait().await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

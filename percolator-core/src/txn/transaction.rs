@@ -1,0 +1,310 @@
+//! [`Transaction`]: one snapshot-isolation transaction, and the values it hands out
+//! ([`Versioned`], [`ScanItem`], [`CommitInfo`]).
+//!
+//! `Client::begin` takes a start timestamp; `get`/`scan` read the snapshot at it (and the
+//! transaction's own buffered writes); `set`/`delete` buffer writes, checked against the
+//! backend's limits immediately so that an oversize write fails before anything is locked;
+//! `commit` hands the buffer to the commit protocol (`commit.rs`, `one_phase.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Bound, RangeBounds};
+#[cfg(feature = "fault-injection")]
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::records::CellAddr;
+use crate::store::{self, Columns, RowStore};
+use crate::tables::{ack_column, check_user_column, check_user_table, is_reserved_column};
+
+use super::client::Client;
+#[cfg(feature = "fault-injection")]
+use super::fault::CommitHook;
+use super::fault::Faults;
+
+/// What a successful commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The transaction's start timestamp.
+    pub start_ts: u64,
+    /// Commit timestamp; `None` for a read-only transaction.
+    pub commit_ts: Option<u64>,
+    /// Rows written.
+    pub rows: usize,
+    /// Cells written.
+    pub cells: usize,
+}
+
+/// A cell as a snapshot sees it, with the commit timestamp of the write that made it so.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Versioned {
+    /// The value (`None`: never written, or deleted).
+    pub value: Option<Bytes>,
+    /// Commit timestamp of the visible put or delete; `None` if the cell was never written.
+    pub commit_ts: Option<u64>,
+}
+
+/// One cell returned by [`Transaction::scan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanItem {
+    /// Row key.
+    pub row: Bytes,
+    /// Column.
+    pub column: Bytes,
+    /// Value.
+    pub value: Bytes,
+}
+
+/// A snapshot-isolation transaction. Reads see the snapshot at [`Transaction::start_ts`] plus
+/// this transaction's own writes; writes are buffered until [`Transaction::commit`].
+pub struct Transaction<S: RowStore> {
+    client: Client<S>,
+    start_ts: u64,
+    writes: BTreeMap<CellAddr, Option<Bytes>>,
+    notifies: BTreeSet<CellAddr>,
+    faults: Faults,
+}
+
+impl<S: RowStore> std::fmt::Debug for Transaction<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("start_ts", &self.start_ts)
+            .field("buffered_writes", &self.writes.len())
+            .finish()
+    }
+}
+
+pub(super) fn bytes_of(b: impl AsRef<[u8]>) -> Bytes {
+    Bytes::copy_from_slice(b.as_ref())
+}
+
+fn bound_of<B: AsRef<[u8]>>(b: Bound<&B>) -> Bound<Bytes> {
+    match b {
+        Bound::Included(x) => Bound::Included(bytes_of(x)),
+        Bound::Excluded(x) => Bound::Excluded(bytes_of(x)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl<S: RowStore> Transaction<S> {
+    /// A transaction of `client` at `start_ts`, nothing buffered.
+    pub(super) fn new(client: Client<S>, start_ts: u64, faults: Faults) -> Self {
+        Self {
+            client,
+            start_ts,
+            writes: BTreeMap::new(),
+            notifies: BTreeSet::new(),
+            faults,
+        }
+    }
+
+    /// The snapshot timestamp.
+    pub fn start_ts(&self) -> u64 {
+        self.start_ts
+    }
+
+    /// Overrides the client's commit hook for this transaction (`None`: no hook; feature
+    /// `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub fn set_commit_hook(&mut self, hook: Option<Arc<dyn CommitHook>>) {
+        self.faults = Faults::new(hook);
+    }
+
+    /// Number of buffered writes.
+    pub fn buffered_writes(&self) -> usize {
+        self.writes.len()
+    }
+
+    fn addr(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<CellAddr> {
+        check_user_table(table.as_ref())?;
+        let limits = self.client.inner.store.limits();
+        store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
+        Ok(CellAddr::new(
+            bytes_of(table),
+            bytes_of(row),
+            bytes_of(column),
+        ))
+    }
+
+    /// Reads a cell: this transaction's own write if any, else the snapshot at start_ts.
+    pub async fn get(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<Option<Bytes>> {
+        let addr = self.addr(table, row, column)?;
+        if let Some(own) = self.writes.get(&addr) {
+            return Ok(own.clone());
+        }
+        self.client.inner.snapshot_get(&addr, self.start_ts).await
+    }
+
+    /// Like [`Self::get`], with the commit timestamp of the visible write. A cell this
+    /// transaction wrote itself reports the snapshot's commit timestamp underneath.
+    pub async fn get_versioned(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<Versioned> {
+        let addr = self.addr(table, row, column)?;
+        let mut seen = self
+            .client
+            .inner
+            .snapshot_get_versioned(&addr, self.start_ts)
+            .await?;
+        if let Some(own) = self.writes.get(&addr) {
+            seen.value = own.clone();
+        }
+        Ok(seen)
+    }
+
+    /// Asks for a weak notification of `table`/`row`/`column`, written with this transaction's
+    /// prewrite (so it survives a crash after the commit point). It conflicts with nothing. A
+    /// transaction without writes writes it at commit.
+    pub fn notify(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let addr = self.addr(table, row, column)?;
+        self.notifies.insert(addr);
+        Ok(())
+    }
+
+    /// The start timestamp of observer `observer`'s last run on `table`/`row`/`column` (its ack
+    /// column), as of this snapshot.
+    pub async fn ack(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        observer: &str,
+        column: impl AsRef<[u8]>,
+    ) -> Result<Option<u64>> {
+        let ack = ack_column(observer, column.as_ref());
+        let Some(bytes) = self.get(table, row, &ack).await? else {
+            return Ok(None);
+        };
+        let raw: [u8; 8] = bytes.as_ref().try_into().map_err(|_| {
+            crate::Error::Corrupt(format!("ack column holds {} bytes, not 8", bytes.len()))
+        })?;
+        Ok(Some(u64::from_be_bytes(raw)))
+    }
+
+    /// Records that observer `observer` ran on `table`/`row`/`column` at this transaction's start
+    /// timestamp. Two runs for one change both write this cell, so at most one commits.
+    pub fn set_ack(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        observer: &str,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let ack = ack_column(observer, column.as_ref());
+        let addr = self.addr(table, row, &ack)?;
+        let value = Bytes::copy_from_slice(&self.start_ts.to_be_bytes());
+        self.writes.insert(addr, Some(value));
+        Ok(())
+    }
+
+    /// Buffers a write. Size limits are checked now, so an oversize value fails here, before
+    /// anything is locked.
+    pub fn set(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+        value: impl Into<Bytes>,
+    ) -> Result<()> {
+        check_user_column(column.as_ref())?;
+        let addr = self.addr(table, row, column)?;
+        let value = value.into();
+        let limits = self.client.inner.store.limits();
+        store::check_value_size(value.len(), &limits)?;
+        self.writes.insert(addr, Some(value));
+        Ok(())
+    }
+
+    /// Buffers a deletion.
+    pub fn delete(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        check_user_column(column.as_ref())?;
+        let addr = self.addr(table, row, column)?;
+        self.writes.insert(addr, None);
+        Ok(())
+    }
+
+    /// Every visible cell of `table` with a row in `rows`, restricted to `columns`, ordered by
+    /// row then column; includes this transaction's own writes. [`Columns::All`] leaves out
+    /// Percolator's reserved columns (observer acks).
+    pub async fn scan<B: AsRef<[u8]>>(
+        &self,
+        table: impl AsRef<[u8]>,
+        rows: impl RangeBounds<B>,
+        columns: Columns,
+    ) -> Result<Vec<ScanItem>> {
+        check_user_table(table.as_ref())?;
+        let table = bytes_of(table);
+        let start = bound_of(rows.start_bound());
+        let end = bound_of(rows.end_bound());
+        let committed = self
+            .client
+            .inner
+            .snapshot_scan(&table, &start, &end, &columns, self.start_ts)
+            .await?;
+        let mut merged: BTreeMap<(Bytes, Bytes), Bytes> = committed
+            .into_iter()
+            .map(|i| ((i.row, i.column), i.value))
+            .collect();
+        for (addr, value) in &self.writes {
+            if addr.table != table
+                || !store::row_in_bounds(&addr.row, &start, &end)
+                || !columns.matches(&addr.column)
+            {
+                continue;
+            }
+            let key = (addr.row.clone(), addr.column.clone());
+            match value {
+                Some(v) => {
+                    merged.insert(key, v.clone());
+                }
+                None => {
+                    merged.remove(&key);
+                }
+            }
+        }
+        let all = matches!(columns, Columns::All);
+        Ok(merged
+            .into_iter()
+            .filter(|((_, column), _)| !(all && is_reserved_column(column)))
+            .map(|((row, column), value)| ScanItem { row, column, value })
+            .collect())
+    }
+
+    /// Commits the buffered writes (two-phase, see the `commit` module). A transaction without
+    /// writes commits trivially.
+    pub async fn commit(self) -> Result<CommitInfo> {
+        let Transaction {
+            client,
+            start_ts,
+            writes,
+            notifies,
+            faults,
+        } = self;
+        client
+            .commit_writes(start_ts, writes, notifies, faults)
+            .await
+    }
+}

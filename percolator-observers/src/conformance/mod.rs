@@ -1,0 +1,93 @@
+//! The observer layer of the conformance suite: notifications and the runtime, run on every
+//! backend (the web index, an application, has its own tests in `percolator-webindex`). Backends instantiate it next to the core suite:
+//!
+//! ```text
+//! // percolator-backend-foo/tests/conformance.rs
+//! percolator_core::conformance_tests!(FooFactory::default());
+//! percolator_observers::observer_conformance_tests!(FooFactory::default());
+//! ```
+//!
+//! - [`notify_cases`]: strong notifications under crashing observers, two workers and duplicate
+//!   notifications; message collapsing; weak-notification storms; notifications of crashed and
+//!   late writers; graceful shutdown;
+//! - [`tree_cases`]: a counting tree (counts propagated up by observers).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+pub mod notify_cases;
+pub mod tree_cases;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use percolator_core::conformance::fast_config;
+use percolator_core::{Client, ClientBuilder, ObservedColumn, RowStore};
+
+use crate::{Observers, Runtime, RuntimeConfig};
+
+/// Runtime settings for the suite: few scanners, short idle pauses.
+pub fn test_runtime_config() -> RuntimeConfig {
+    RuntimeConfig::default()
+        .with_scanners(2)
+        .with_max_concurrent_runs(8)
+        .with_scan_batch_rows(16)
+        .with_idle_sleep_max(Duration::from_millis(20))
+}
+
+/// The runtime's client for the suite: short lock TTLs ([`fast_config`]).
+pub fn test_client<S: RowStore>(store: &Arc<S>) -> ClientBuilder<S> {
+    Client::builder(Arc::clone(store)).config(fast_config())
+}
+
+/// Starts a runtime with the suite's settings.
+pub async fn start<S: RowStore>(store: &Arc<S>, observers: Observers<S>) -> Runtime<S> {
+    Runtime::start(test_client(store), observers, test_runtime_config())
+        .await
+        .unwrap()
+}
+
+/// A writer client declaring `columns` as observed.
+pub async fn writer<S: RowStore>(store: &Arc<S>, columns: &[ObservedColumn]) -> Client<S> {
+    Client::builder(Arc::clone(store))
+        .config(fast_config())
+        .observe_all(columns)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Waits (generously) for a runtime to go idle.
+pub async fn idle<S: RowStore>(runtime: &Runtime<S>) {
+    runtime
+        .wait_idle(Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("runtime never went idle: {e}"));
+}
+
+/// Instantiates every observer conformance case as a `#[tokio::test]` for the factory
+/// expression (a `percolator_core::conformance::StoreFactory`).
+#[macro_export]
+macro_rules! observer_conformance_tests {
+    ($factory:expr) => {
+        $crate::observer_conformance_tests!(@cases $factory;
+            observer_strong_changes_once_with_crashes_two_workers => notify_cases::strong_changes_once_with_crashes_two_workers,
+            observer_message_collapsing => notify_cases::message_collapsing,
+            observer_weak_storm_stays_bounded => notify_cases::weak_storm_stays_bounded,
+            observer_weak_notify_on_written_column => notify_cases::weak_notify_on_written_column,
+            observer_notification_survives_crash_after_commit_point => notify_cases::notification_survives_crash_after_commit_point,
+            observer_rolled_back_writer_runs_nothing => notify_cases::rolled_back_writer_runs_nothing,
+            observer_late_writer_not_swallowed => notify_cases::late_writer_not_swallowed,
+            observer_graceful_shutdown_leaves_no_locks => notify_cases::graceful_shutdown_leaves_no_locks,
+            observer_counting_tree => tree_cases::counting_tree,
+        );
+    };
+    (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::conformance::$module::$case(&factory).await;
+            }
+        )+
+    };
+}

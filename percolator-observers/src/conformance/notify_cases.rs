@@ -1,0 +1,465 @@
+//! Notifications and the runtime: strong at-most-once under crashes, collapsing, weak storms,
+//! notifications of crashed, rolled-back and late writers, graceful shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use percolator_core::conformance::hooks::{CrashAt, PauseAt, RandomCrash};
+use percolator_core::conformance::{StoreFactory, client_with, fast_config, patient_client};
+use percolator_core::fault::CommitStep;
+use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction};
+use rand::Rng as _;
+
+use super::{idle, start, test_client, test_runtime_config, writer};
+use crate::{Change, Observer, Observers, Runtime};
+
+const OBS: &str = "obs";
+const LOG: &str = "obs_log";
+
+fn text(b: Option<Bytes>) -> String {
+    b.map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|| "none".into())
+}
+
+async fn counter<S: RowStore>(txn: &Transaction<S>, table: &str, row: &[u8], column: &str) -> u64 {
+    txn.get(table, row, column)
+        .await
+        .unwrap()
+        .map(|b| String::from_utf8_lossy(&b).parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Strong observer on `obs:v`: counts, per row, how many commits saw each value (`seen/<v>`)
+/// and how many runs committed (`runs`).
+struct Counting;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::strong(OBS, "v")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let seen = format!("seen/{}", text(change.value.clone()));
+        let n = counter(txn, LOG, &change.row, &seen).await;
+        txn.set(LOG, &change.row, &seen, (n + 1).to_string())?;
+        let runs = counter(txn, LOG, &change.row, "runs").await;
+        txn.set(LOG, &change.row, "runs", (runs + 1).to_string())?;
+        Ok(())
+    }
+}
+
+fn counting<S: RowStore>() -> Observers<S> {
+    let mut o = Observers::new();
+    o.register(Counting).unwrap();
+    o
+}
+
+async fn increment<S: RowStore>(client: &Client<S>, row: &str) -> u64 {
+    let row = row.to_owned();
+    client
+        .run(|txn| -> BoxFuture<'_, Result<u64>> {
+            let row = row.clone();
+            Box::pin(async move {
+                let v = counter(txn, OBS, row.as_bytes(), "v").await + 1;
+                txn.set(OBS, &row, "v", v.to_string())?;
+                Ok(v)
+            })
+        })
+        .await
+        .unwrap()
+}
+
+/// Two workers on one table, observers crashing at random (about 12% of commits), writers
+/// incrementing rows and throwing in duplicate notifications: the latest change of every row is
+/// processed, and no change is committed twice.
+pub async fn strong_changes_once_with_crashes_two_workers<F: StoreFactory>(factory: &F) {
+    const ROWS: usize = 16;
+    const WRITERS: usize = 4;
+    const WRITES: usize = 60;
+    let store = factory.open().await;
+    let crash_a = RandomCrash::new(0.15);
+    let crash_b = RandomCrash::new(0.15);
+    let runtime = |hook: Arc<RandomCrash>| {
+        let store = Arc::clone(&store);
+        async move {
+            let client = test_client(&store).commit_hook(hook);
+            Runtime::start(client, counting(), test_runtime_config())
+                .await
+                .unwrap()
+        }
+    };
+    let a = runtime(Arc::clone(&crash_a)).await;
+    let b = runtime(Arc::clone(&crash_b)).await;
+    let w = writer(&store, &counting::<F::Store>().observed_columns()).await;
+    let mut tasks = Vec::new();
+    for _ in 0..WRITERS {
+        let w = w.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..WRITES {
+                let row = format!("r{}", rand::rng().random_range(0..ROWS));
+                increment(&w, &row).await;
+                if rand::rng().random_bool(0.2) {
+                    w.notify_weak(OBS, &row, "v").await.unwrap(); // a duplicate notification
+                }
+                // Let observers run between writes, so that not every change collapses.
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    idle(&a).await;
+    idle(&b).await;
+    idle(&a).await;
+
+    let reader = w.begin().await.unwrap();
+    let mut runs = 0;
+    for r in 0..ROWS {
+        let row = format!("r{r}");
+        let v = counter(&reader, OBS, row.as_bytes(), "v").await;
+        if v == 0 {
+            continue;
+        }
+        let log = reader
+            .scan(
+                LOG,
+                Bytes::from(row.clone())..=Bytes::from(row.clone()),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        for item in &log {
+            if item.column.starts_with(b"seen/") {
+                assert_eq!(
+                    item.value.as_ref(),
+                    b"1",
+                    "{row}: a change was committed twice: {item:?}"
+                );
+            }
+        }
+        assert!(
+            log.iter()
+                .any(|i| i.column.as_ref() == format!("seen/{v}").as_bytes()),
+            "{row}: latest value {v} never processed: {log:?}"
+        );
+        runs += counter(&reader, LOG, row.as_bytes(), "runs").await;
+    }
+    assert!(
+        runs as usize <= WRITERS * WRITES,
+        "more observer commits ({runs}) than changes"
+    );
+    let crashes = crash_a.crashes.load(Ordering::Relaxed) + crash_b.crashes.load(Ordering::Relaxed);
+    let (sa, sb) = (a.stats(), b.stats());
+    let attempts = sa.notifications_processed + sb.notifications_processed + crashes;
+    assert!(
+        crashes * 40 >= attempts,
+        "too few crashes injected: {crashes} of {attempts} commits"
+    );
+    assert!(sa.notifications_processed + sb.notifications_processed > 0);
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+/// Many writes before the observer runs collapse into few runs, and the runtime counts it.
+pub async fn message_collapsing<F: StoreFactory>(factory: &F) {
+    const WRITES: u64 = 40;
+    let store = factory.open().await;
+    let w = writer(&store, &counting::<F::Store>().observed_columns()).await;
+    for _ in 0..WRITES {
+        increment(&w, "hot").await;
+    }
+    assert_eq!(w.pending_notifications(OBS).await.unwrap(), WRITES as usize);
+    let runtime = start(&store, counting()).await;
+    idle(&runtime).await;
+    let stats = runtime.shutdown().await.unwrap();
+    let reader = w.begin().await.unwrap();
+    let runs = counter(&reader, LOG, b"hot", "runs").await;
+    assert!(
+        (1..WRITES).contains(&runs),
+        "runs {runs} for {WRITES} writes"
+    );
+    assert_eq!(
+        text(
+            reader
+                .get(LOG, "hot", format!("seen/{WRITES}"))
+                .await
+                .unwrap()
+        ),
+        "1"
+    );
+    assert_eq!(stats.notifications_cleared, WRITES);
+    assert!(
+        stats.collapsed >= WRITES - runs,
+        "collapsed {}",
+        stats.collapsed
+    );
+    assert!(stats.collapse_ratio() > 1.0);
+}
+
+/// Weak observer counting its runs and remembering its latest snapshot.
+struct Storm;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Storm {
+    fn name(&self) -> &str {
+        "storm"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak("storm", "ping")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let runs = counter(txn, "storm_log", &change.row, "runs").await;
+        txn.set("storm_log", &change.row, "runs", (runs + 1).to_string())?;
+        let last = counter(txn, "storm_log", &change.row, "last").await;
+        txn.set(
+            "storm_log",
+            &change.row,
+            "last",
+            last.max(txn.start_ts()).to_string(),
+        )?;
+        Ok(())
+    }
+}
+
+/// A storm of weak notifications on one row while the runtime runs: they collapse (far fewer
+/// runs than notifications), nothing accumulates (no notify version is left), and the observer
+/// runs at least once after the storm.
+pub async fn weak_storm_stays_bounded<F: StoreFactory>(factory: &F) {
+    const STORM: usize = 1500;
+    let store = factory.open().await;
+    let mut observers = Observers::new();
+    observers.register(Storm).unwrap();
+    let runtime = start(&store, observers).await;
+    let c = runtime.client().clone();
+    let mut peak = 0;
+    for i in 0..STORM - 1 {
+        c.notify_weak("storm", "hot", "ping").await.unwrap();
+        if i % 100 == 0 {
+            peak = peak.max(c.pending_notifications("storm").await.unwrap());
+        }
+    }
+    let before_last = c.oracle().timestamp().await.unwrap();
+    c.notify_weak("storm", "hot", "ping").await.unwrap();
+    idle(&runtime).await;
+    assert_eq!(c.pending_notifications("storm").await.unwrap(), 0);
+    let reader = c.begin().await.unwrap();
+    let runs = counter(&reader, "storm_log", b"hot", "runs").await;
+    let last = counter(&reader, "storm_log", b"hot", "last").await;
+    assert!(runs >= 1 && (runs as usize) < STORM, "runs {runs}");
+    assert!(
+        last > before_last,
+        "no run after the storm's last notification"
+    );
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!(stats.notifications_cleared as usize, STORM);
+    println!("weak storm: {STORM} notifications, {runs} runs, peak {peak} pending");
+}
+
+/// A writer that writes `obs/a:x` (primary) and the observed `obs/b:v` = 7, and "dies" at `step`.
+async fn crashed_writer<S: RowStore>(store: &Arc<S>, step: CommitStep) -> Client<S> {
+    let w = Client::builder(Arc::clone(store))
+        .config(fast_config())
+        .observe_all(&counting::<S>().observed_columns())
+        .commit_hook(Arc::new(CrashAt(step)))
+        .build()
+        .await
+        .unwrap();
+    let mut txn = w.begin().await.unwrap();
+    txn.set(OBS, "a", "x", "primary").unwrap();
+    txn.set(OBS, "b", "v", "7").unwrap();
+    assert!(matches!(txn.commit().await, Err(Error::InjectedCrash(_))));
+    w
+}
+
+/// A writer that dies right after its commit point left its observed secondary row locked: the
+/// notification (written at prewrite) is still there and the observer processes the value.
+pub async fn notification_survives_crash_after_commit_point<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let w = crashed_writer(&store, CommitStep::AfterCommitPoint).await;
+    assert_eq!(
+        w.locks(OBS).await.unwrap().len(),
+        1,
+        "the secondary is still locked"
+    );
+    let runtime = start(&store, counting()).await;
+    idle(&runtime).await;
+    let reader = runtime.client().begin().await.unwrap();
+    assert_eq!(text(reader.get(LOG, "b", "seen/7").await.unwrap()), "1");
+    runtime.shutdown().await.unwrap();
+}
+
+/// A writer that dies before its commit point: its notification is consumed once the lock is
+/// rolled back, and no observer transaction commits (there was no change).
+pub async fn rolled_back_writer_runs_nothing<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let w = crashed_writer(&store, CommitStep::AfterPrewrites).await;
+    assert_eq!(w.pending_notifications(OBS).await.unwrap(), 1);
+    let runtime = start(&store, counting()).await;
+    idle(&runtime).await;
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!(stats.notifications_processed, 0);
+    assert!(stats.already_acknowledged >= 1);
+    let reader = w.begin().await.unwrap();
+    assert_eq!(reader.get(OBS, "b", "v").await.unwrap(), None);
+    assert_eq!(reader.get(LOG, "b", "runs").await.unwrap(), None);
+}
+
+/// Weak observer reading `late/x:v` and recording what it saw.
+struct Late;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Late {
+    fn name(&self) -> &str {
+        "late"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak("late", "trigger")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let seen = text(txn.get("late", "x", "v").await?);
+        txn.set("late_log", &change.row, "seen", seen)?;
+        Ok(())
+    }
+}
+
+/// A writer that started before an observer's snapshot but commits after it: the observer's run
+/// cannot see the write, so it must not consume the writer's notification; a later run does.
+pub async fn late_writer_not_swallowed<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    let w = Client::builder(Arc::clone(&store))
+        .config(fast_config().with_lock_ttl(Duration::from_secs(60)))
+        .commit_hook(hook)
+        .build()
+        .await
+        .unwrap();
+    let mut txn = w.begin().await.unwrap();
+    txn.set("late", "x", "v", "new").unwrap();
+    txn.notify("late", "r", "trigger").unwrap();
+    let commit = tokio::spawn(async move { txn.commit().await });
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterPrewrites));
+    let mut observers = Observers::new();
+    observers.register(Late).unwrap();
+    let runtime = start(&store, observers).await;
+    // Wait until the observer's run has started (it then blocks on the writer's lock).
+    for _ in 0..1000 {
+        if runtime.in_flight() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(runtime.in_flight() > 0, "the observer never started");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    release.notify_one();
+    commit.await.unwrap().unwrap();
+    idle(&runtime).await;
+    let stats = runtime.shutdown().await.unwrap();
+    assert!(
+        stats.notifications_kept >= 1,
+        "the early run should have kept the notification"
+    );
+    let reader = patient_client(&store).await.begin().await.unwrap();
+    assert_eq!(
+        text(reader.get("late_log", "r", "seen").await.unwrap()),
+        "new"
+    );
+}
+
+/// Strong observer that takes its time.
+struct Slow;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::strong("slow", "v")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        txn.set(
+            "slow_log",
+            &change.row,
+            "done",
+            change.value.clone().unwrap_or_default(),
+        )?;
+        Ok(())
+    }
+}
+
+/// Shutting down with runs in flight lets them finish: no lock is left anywhere, and every
+/// change is either processed or still pending for the next worker.
+pub async fn graceful_shutdown_leaves_no_locks<F: StoreFactory>(factory: &F) {
+    const ROWS: usize = 40;
+    let store = factory.open().await;
+    let slow = || {
+        let mut o = Observers::<F::Store>::new();
+        o.register(Slow).unwrap();
+        o
+    };
+    let w = writer(&store, &slow().observed_columns()).await;
+    for r in 0..ROWS {
+        let mut txn = w.begin().await.unwrap();
+        txn.set("slow", format!("r{r:02}"), "v", "x").unwrap();
+        txn.commit().await.unwrap();
+    }
+    let runtime = start(&store, slow()).await;
+    for _ in 0..2000 {
+        if runtime.stats().notifications_processed >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    runtime.shutdown().await.unwrap();
+    let checker = client_with(&store, fast_config()).await;
+    for table in ["slow", "slow_log"] {
+        let locks = checker.locks(table).await.unwrap();
+        assert!(
+            locks.is_empty(),
+            "shutdown left locks in {table}: {locks:?}"
+        );
+    }
+    let runtime = start(&store, slow()).await;
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let reader = checker.begin().await.unwrap();
+    for r in 0..ROWS {
+        assert_eq!(
+            text(
+                reader
+                    .get("slow_log", format!("r{r:02}"), "done")
+                    .await
+                    .unwrap()
+            ),
+            "x"
+        );
+    }
+}
+
+/// A transaction that writes a weakly observed column and asks for its notification: the
+/// notification goes into that row's prewrite and the observer runs.
+pub async fn weak_notify_on_written_column<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let w = client_with(&store, fast_config()).await;
+    let mut txn = w.begin().await.unwrap();
+    txn.set("storm", "hot", "ping", "x").unwrap();
+    txn.notify("storm", "hot", "ping").unwrap();
+    txn.commit().await.unwrap();
+    assert_eq!(w.pending_notifications("storm").await.unwrap(), 1);
+    let mut observers = Observers::new();
+    observers.register(Storm).unwrap();
+    let runtime = start(&store, observers).await;
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let reader = w.begin().await.unwrap();
+    assert_eq!(counter(&reader, "storm_log", b"hot", "runs").await, 1);
+}

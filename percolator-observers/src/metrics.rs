@@ -1,0 +1,105 @@
+//! What the worker runtime did: lock-free counters and a latency histogram (core's
+//! [`Histogram`]), read as a
+//! [`RuntimeStats`] snapshot (printed by the CLI, asserted on by tests).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use percolator_core::histogram::Histogram;
+use percolator_core::txn::TxnMetricsSnapshot;
+use serde::Serialize;
+
+/// Counters of one runtime.
+#[derive(Debug, Default)]
+pub struct ObserverMetrics {
+    pub(crate) processed: AtomicU64,
+    pub(crate) already_done: AtomicU64,
+    pub(crate) collapsed: AtomicU64,
+    pub(crate) cleared: AtomicU64,
+    pub(crate) kept: AtomicU64,
+    pub(crate) conflicts: AtomicU64,
+    pub(crate) failures: AtomicU64,
+    pub(crate) rows_scanned: AtomicU64,
+    pub(crate) busy_rows: AtomicU64,
+    pub(crate) unobserved: AtomicU64,
+    pub(crate) teleports: AtomicU64,
+    pub(crate) started: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) latency: Histogram,
+}
+
+pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+fn load(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// A snapshot of what a runtime did.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct RuntimeStats {
+    /// Observer transactions committed (one per processed change, or per collapsed group).
+    pub notifications_processed: u64,
+    /// Runs that found the change already acknowledged (duplicate or stale notifications).
+    pub already_acknowledged: u64,
+    /// Notify versions consumed beyond the first of each run: changes that collapsed into one.
+    pub collapsed: u64,
+    /// Notify versions deleted.
+    pub notifications_cleared: u64,
+    /// Notify versions kept after a run because its snapshot did not cover them.
+    pub notifications_kept: u64,
+    /// Observer transactions that hit a conflict and were re-run.
+    pub conflicts: u64,
+    /// Observer runs that failed (error or injected crash); their notifications stay.
+    pub failures: u64,
+    /// Locks of other transactions this worker rolled forward or back.
+    pub lock_resolutions: u64,
+    /// Rows with notifications the scanners looked at.
+    pub rows_scanned: u64,
+    /// Rows skipped because this worker was already processing them (advisory row locks).
+    pub busy_rows: u64,
+    /// Notify versions on columns without an observer in this worker (left alone).
+    pub unobserved: u64,
+    /// Scanner jumps after catching up with another scanner.
+    pub teleports: u64,
+    /// Median observer transaction latency (begin to commit), microseconds.
+    pub latency_p50_us: u64,
+    /// 99th percentile observer transaction latency, microseconds.
+    pub latency_p99_us: u64,
+    /// Pending notify versions on observed columns (a scan; `None` when not measured).
+    pub pending: Option<u64>,
+}
+
+impl RuntimeStats {
+    /// Collapse ratio: notify versions consumed per observer commit (1.0 = no collapsing).
+    pub fn collapse_ratio(&self) -> f64 {
+        if self.notifications_processed == 0 {
+            return 0.0;
+        }
+        (self.notifications_processed + self.collapsed) as f64 / self.notifications_processed as f64
+    }
+}
+
+impl ObserverMetrics {
+    pub(crate) fn snapshot(&self, txn: TxnMetricsSnapshot, pending: Option<u64>) -> RuntimeStats {
+        RuntimeStats {
+            notifications_processed: load(&self.processed),
+            already_acknowledged: load(&self.already_done),
+            collapsed: load(&self.collapsed),
+            notifications_cleared: load(&self.cleared),
+            notifications_kept: load(&self.kept),
+            conflicts: load(&self.conflicts),
+            failures: load(&self.failures),
+            lock_resolutions: txn.locks_rolled_forward + txn.locks_rolled_back,
+            rows_scanned: load(&self.rows_scanned),
+            busy_rows: load(&self.busy_rows),
+            unobserved: load(&self.unobserved),
+            teleports: load(&self.teleports),
+            latency_p50_us: u64::try_from(self.latency.quantile(0.5).as_micros())
+                .unwrap_or(u64::MAX),
+            latency_p99_us: u64::try_from(self.latency.quantile(0.99).as_micros())
+                .unwrap_or(u64::MAX),
+            pending,
+        }
+    }
+}

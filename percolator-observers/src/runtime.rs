@@ -1,0 +1,283 @@
+//! The worker runtime: scanners find dirty rows, a bounded pool runs observers on them, and the
+//! whole thing shuts down gracefully (paper §2.4, "Notifications").
+//!
+//! - One [`Client`] per runtime: its worker lease (refreshed in the background) is what lock
+//!   resolution consults, so locks of a crashed worker are cleaned without waiting for their TTL.
+//! - `scanners` tasks scan the notify family only (see `scanner`); each dirty row is taken under
+//!   an advisory in-memory row lock ([`RowLocks`]) and processed on a task of its own, at most
+//!   `max_concurrent_runs` at a time (a semaphore).
+//! - [`Runtime::wait_idle`] returns once no notification on an observed column is pending and
+//!   no run is in flight; [`Runtime::shutdown`] stops the scanners, lets in-flight runs finish
+//!   (so no lock of this worker is left behind) and deregisters the worker.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use percolator_core::{Client, ClientBuilder, Result, RowStore};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::metrics::{ObserverMetrics, RuntimeStats};
+use crate::observer::Observers;
+use crate::row_locks::RowLocks;
+
+/// Tunables of a [`Runtime`]'s scheduling. The runtime's transactions are configured on the
+/// [`ClientBuilder`] handed to [`Runtime::start`] (oracle, [`percolator_core::TxnConfig`], and in
+/// tests fault injection), so nothing here duplicates a client option.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Scanner tasks (the paper's scanning threads).
+    pub scanners: usize,
+    /// Observer runs in flight at once.
+    pub max_concurrent_runs: usize,
+    /// Rows with notifications a scanner reads per scan call.
+    pub scan_batch_rows: usize,
+    /// Longest pause of a scanner that found nothing to do in a whole sweep.
+    pub idle_sleep_max: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            scanners: 4,
+            max_concurrent_runs: 16,
+            scan_batch_rows: 64,
+            idle_sleep_max: Duration::from_millis(50),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Sets [`Self::scanners`].
+    #[must_use]
+    pub fn with_scanners(mut self, scanners: usize) -> Self {
+        self.scanners = scanners;
+        self
+    }
+
+    /// Sets [`Self::max_concurrent_runs`].
+    #[must_use]
+    pub fn with_max_concurrent_runs(mut self, runs: usize) -> Self {
+        self.max_concurrent_runs = runs;
+        self
+    }
+
+    /// Sets [`Self::scan_batch_rows`].
+    #[must_use]
+    pub fn with_scan_batch_rows(mut self, rows: usize) -> Self {
+        self.scan_batch_rows = rows;
+        self
+    }
+
+    /// Sets [`Self::idle_sleep_max`].
+    #[must_use]
+    pub fn with_idle_sleep_max(mut self, pause: Duration) -> Self {
+        self.idle_sleep_max = pause;
+        self
+    }
+}
+
+/// Errors of the runtime itself (observer and transaction errors are [`percolator_core::Error`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A transaction-layer error.
+    #[error(transparent)]
+    Txn(#[from] percolator_core::Error),
+    /// [`Runtime::wait_idle`] gave up.
+    #[error(
+        "still {pending} notification(s) pending and {in_flight} run(s) in flight after {waited:?}"
+    )]
+    NotIdle {
+        /// Pending notify versions at the last look.
+        pending: u64,
+        /// Runs in flight at the last look.
+        in_flight: u64,
+        /// How long it waited.
+        waited: Duration,
+    },
+}
+
+/// State shared by the scanners and the runs.
+pub(crate) struct Shared<S: RowStore> {
+    pub(crate) client: Client<S>,
+    pub(crate) observers: Observers<S>,
+    pub(crate) tables: Vec<Bytes>,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) metrics: ObserverMetrics,
+    pub(crate) row_locks: Arc<RowLocks>,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) stop: CancellationToken,
+    /// Where each scanner is: `(table index, last row scanned)`.
+    pub(crate) positions: Vec<Mutex<Option<(usize, Bytes)>>>,
+}
+
+/// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
+pub struct Runtime<S: RowStore> {
+    shared: Arc<Shared<S>>,
+    scanners: Vec<JoinHandle<()>>,
+}
+
+impl<S: RowStore> std::fmt::Debug for Runtime<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("observers", &self.shared.observers)
+            .field("scanners", &self.scanners.len())
+            .finish()
+    }
+}
+
+impl<S: RowStore> Runtime<S> {
+    /// Builds the worker's client from `client` (a [`Client::builder`] carrying the oracle and
+    /// transaction configuration; the observers' columns are added to it), registers the worker
+    /// and starts its scanners.
+    pub async fn start(
+        client: ClientBuilder<S>,
+        observers: Observers<S>,
+        config: RuntimeConfig,
+    ) -> Result<Self> {
+        let client = client
+            .observe_all(&observers.observed_columns())
+            .build()
+            .await?;
+        let scanners = config.scanners.max(1);
+        let shared = Arc::new(Shared {
+            client,
+            tables: observers.tables(),
+            observers,
+            permits: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
+            config,
+            metrics: ObserverMetrics::default(),
+            row_locks: RowLocks::new(),
+            tracker: TaskTracker::new(),
+            stop: CancellationToken::new(),
+            positions: (0..scanners).map(|_| Mutex::new(None)).collect(),
+        });
+        let handles = if shared.tables.is_empty() {
+            Vec::new()
+        } else {
+            (0..scanners)
+                .map(|id| tokio::spawn(crate::scanner::scan_loop(Arc::clone(&shared), id)))
+                .collect()
+        };
+        Ok(Self {
+            shared,
+            scanners: handles,
+        })
+    }
+
+    /// The runtime's client: use it (or a client built with the same observed columns) to write
+    /// data that observers watch.
+    pub fn client(&self) -> &Client<S> {
+        &self.shared.client
+    }
+
+    /// Counters so far (without the pending count, which needs a scan).
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared
+            .metrics
+            .snapshot(self.shared.client.metrics(), None)
+    }
+
+    /// Counters so far, with the number of pending notifications.
+    pub async fn stats_with_pending(&self) -> Result<RuntimeStats> {
+        let pending = self.pending().await?;
+        Ok(self
+            .shared
+            .metrics
+            .snapshot(self.shared.client.metrics(), Some(pending)))
+    }
+
+    /// Pending notify versions on columns this worker observes (a scan of the notify family of
+    /// every observed table).
+    pub async fn pending(&self) -> Result<u64> {
+        pending_on(&self.shared.client, &self.shared.observers).await
+    }
+
+    /// Runs in flight now.
+    pub fn in_flight(&self) -> u64 {
+        self.shared.metrics.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no notification on an observed column is pending and no run is in flight,
+    /// checking every few milliseconds. Writers should have stopped (or this may never return).
+    pub async fn wait_idle(&self, timeout: Duration) -> std::result::Result<(), RuntimeError> {
+        let began = Instant::now();
+        let metrics = &self.shared.metrics;
+        loop {
+            // A run that could add notifications either is in flight at one of the two looks or
+            // started between them; a quiet pair of looks around an empty scan means idle.
+            let started = metrics.started.load(Ordering::SeqCst);
+            let in_flight_before = metrics.in_flight.load(Ordering::SeqCst);
+            let pending = self.pending().await?;
+            let in_flight = metrics.in_flight.load(Ordering::SeqCst);
+            if pending == 0
+                && in_flight_before == 0
+                && in_flight == 0
+                && started == metrics.started.load(Ordering::SeqCst)
+            {
+                return Ok(());
+            }
+            if began.elapsed() >= timeout {
+                return Err(RuntimeError::NotIdle {
+                    pending,
+                    in_flight,
+                    waited: began.elapsed(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops the scanners, waits for in-flight runs to finish, deregisters the worker and
+    /// returns the final counters.
+    pub async fn shutdown(mut self) -> Result<RuntimeStats> {
+        self.shared.stop.cancel();
+        for handle in self.scanners.drain(..) {
+            if let Err(e) = handle.await {
+                tracing::warn!(error = %e, "scanner task ended abnormally");
+            }
+        }
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
+        self.shared.client.shutdown().await?;
+        Ok(self.stats())
+    }
+}
+
+impl<S: RowStore> Drop for Runtime<S> {
+    fn drop(&mut self) {
+        // Dropped without shutdown: stop scanning (in-flight runs finish on their own).
+        self.shared.stop.cancel();
+    }
+}
+
+/// Pending notify versions on the columns `observers` watch.
+pub async fn pending_on<S: RowStore>(client: &Client<S>, observers: &Observers<S>) -> Result<u64> {
+    let mut pending = 0;
+    for table in observers.tables() {
+        let rows = client
+            .scan_notifications(
+                &table,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                None,
+            )
+            .await?;
+        for row in rows {
+            for (column, versions) in row.columns {
+                if observers.is_observed(&table, &column) {
+                    pending += versions.len() as u64;
+                }
+            }
+        }
+    }
+    Ok(pending)
+}

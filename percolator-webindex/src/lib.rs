@@ -1,0 +1,29 @@
+//! # percolator-webindex
+//!
+//! The paper's web-indexing pipeline (§2.4, §3.1) as an application of `percolator-observers`:
+//! the project's main job, and a library that runs on any [`percolator_core::RowStore`] (the
+//! `percolator` command in `percolator-cli` picks the backend).
+//!
+//! Inputs ([`sources`], [`synthetic`], [`warc`]) become crawled pages; [`load`] writes them into
+//! `documents:raw` one transaction each; the observers of [`pipeline`] then process documents,
+//! cluster duplicates, invert links and export a term index, each step triggered by the one
+//! before through notifications. [`check`](mod@check) verifies the invariants whenever nothing is pending,
+//! [`query`](mod@query) answers term queries, and [`freshness`] is the paper's Figure 7 in miniature.
+//! [`schema`] is the table layout.
+
+pub mod check;
+pub mod freshness;
+pub mod html;
+pub mod load;
+pub mod pipeline;
+pub mod query;
+pub mod schema;
+pub mod sources;
+pub mod synthetic;
+pub mod warc;
+
+pub use check::{CheckReport, IndexSummary, check};
+pub use load::{LoadError, LoadReport, PageOutcome, load_page, load_pages};
+pub use pipeline::{Clustered, observed_columns, observers};
+pub use query::{Hit, query};
+pub use sources::CrawledPage;

@@ -1,0 +1,144 @@
+//! The web index on every backend: a synthetic crawl with mirrors and two recrawls, and a gzip
+//! WARC file, each checked against every invariant of the index (`check`) and by queries.
+//!
+//! The cases are plain async functions over a `StoreFactory`; `backend_tests!` instantiates them
+//! for mem, sled and the TiKV double (the backends' own conformance factories).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use bytes::Bytes;
+use percolator_core::conformance::StoreFactory;
+use percolator_core::{Columns, RowStore};
+use percolator_observers::conformance::{idle, start, writer};
+use percolator_webindex::{self as webindex, CrawledPage, synthetic::SyntheticCrawl, warc};
+
+async fn load<S: RowStore>(client: &percolator_core::Client<S>, pages: Vec<CrawledPage>) {
+    let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
+    webindex::load_pages(client, pages, 8, |_, _| {})
+        .await
+        .unwrap();
+}
+
+async fn assert_invariants<S: RowStore>(
+    client: &percolator_core::Client<S>,
+) -> webindex::IndexSummary {
+    let report = webindex::check(client).await.unwrap();
+    assert!(
+        report.violations.is_empty(),
+        "violations: {:#?}",
+        report.violations
+    );
+    report.summary
+}
+
+/// The web index over a synthetic crawl with duplicates, then two rounds of recrawls with
+/// changed content: after each round, every invariant holds and queries find canonicals.
+pub async fn webindex_synthetic_with_recrawls<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(120, 11);
+    load(&client, crawl.initial().collect()).await;
+    idle(&runtime).await;
+    let first = assert_invariants(&client).await;
+    assert_eq!(first.documents, 120);
+    assert_eq!(first.processed, 120);
+    assert!(first.duplicates > 0, "the crawl has mirrors: {first:?}");
+    assert!(
+        first.inlinks > 0 && first.terms > 0 && first.postings > 0,
+        "{first:?}"
+    );
+    for (generation, fraction) in [(1, 0.3), (2, 0.25)] {
+        load(&client, crawl.recrawl(generation, fraction)).await;
+        idle(&runtime).await;
+        assert_invariants(&client).await;
+    }
+    // A canonical document is found by one of its terms.
+    let reader = client.begin().await.unwrap();
+    let url = crawl.url(0);
+    let terms = reader
+        .get(webindex::schema::DOCUMENTS, &url, webindex::schema::TERMS)
+        .await
+        .unwrap()
+        .unwrap();
+    let term = webindex::schema::split_terms(&terms).pop().unwrap();
+    let hits = webindex::query(&client, &term, 1000).await.unwrap();
+    assert!(
+        hits.iter().any(|h| h.url == url),
+        "{url} not found by {term}: {hits:?}"
+    );
+    let stats = runtime.shutdown().await.unwrap();
+    assert!(stats.notifications_processed > 0);
+}
+
+/// A WARC file (gzip, Common Crawl style) written by the test is loaded and indexed.
+pub async fn webindex_warc<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let page = |url: &str, body: &str| CrawledPage {
+        url: url.into(),
+        html: Bytes::from(format!(
+            "<html><head><title>{body}</title></head><body><p>{body} words here</p>\
+             <a href=\"http://b.example/\">see bee</a></body></html>"
+        )),
+    };
+    let pages = vec![
+        page("http://a.example/", "alpha page"),
+        page("http://b.example/", "beta page"),
+        page("http://mirror.example/a/copy", "alpha page"),
+        page("http://c.example/x", "gamma page"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crawl.warc.gz");
+    warc::write_warc(std::fs::File::create(&path).unwrap(), &pages, true).unwrap();
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let reader = warc::open(&path).unwrap();
+    let report = webindex::load_pages(&client, warc::html_pages(reader), 4, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(report.loaded, 4);
+    idle(&runtime).await;
+    let summary = assert_invariants(&client).await;
+    assert_eq!((summary.documents, summary.clusters), (4, 3));
+    let hits = webindex::query(&client, "alpha", 10).await.unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        vec!["http://a.example/"],
+        "the mirror is not canonical"
+    );
+    let txn = client.begin().await.unwrap();
+    let inlinks = txn
+        .scan(
+            webindex::schema::INLINKS,
+            Bytes::from_static(b"http://b.example/")..=Bytes::from_static(b"http://b.example/"),
+            Columns::All,
+        )
+        .await
+        .unwrap();
+    assert_eq!(inlinks.len(), 3, "three pages link to b: {inlinks:?}");
+    runtime.shutdown().await.unwrap();
+}
+
+macro_rules! backend_tests {
+    ($($backend:ident => $factory:expr),+ $(,)?) => {
+        $(
+            mod $backend {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn webindex_synthetic_with_recrawls() {
+                    super::webindex_synthetic_with_recrawls(&$factory).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn webindex_warc() {
+                    super::webindex_warc(&$factory).await;
+                }
+            }
+        )+
+    };
+}
+
+backend_tests!(
+    mem => percolator_backend_mem::conformance::MemFactory,
+    sled => percolator_backend_sled::conformance::SledFactory::default(),
+    tikv_fake => percolator_backend_tikv::conformance::FakeTikvFactory,
+);
