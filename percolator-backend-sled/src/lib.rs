@@ -51,7 +51,7 @@
 //! A one-phase commit of one short cell writes a single key (its write record, with the value
 //! inline), which goes in as a plain insert. That matters on sled: every multi-key sled
 //! transaction or batch rolls sled's I/O buffer (twice), and that, not the tree work, is most of
-//! its cost — about 35 µs against 10 µs for an insert on the development machine.
+//! its cost — several times a plain insert (the README's benchmark section has the figures).
 //!
 //! ## Durability — what is on disk when a commit returns
 //! sled writes go to its in-memory log and are flushed by a background thread every
