@@ -19,6 +19,9 @@ pub enum Backend {
     /// A TiKV cluster reached through `--pd`.
     #[cfg(feature = "tikv")]
     Tikv,
+    /// An etcd cluster reached through `--endpoints`.
+    #[cfg(feature = "etcd")]
+    Etcd,
 }
 
 impl Default for Backend {
@@ -30,6 +33,8 @@ impl Default for Backend {
         return Backend::Mem;
         #[cfg(feature = "tikv")]
         return Backend::Tikv;
+        #[cfg(feature = "etcd")]
+        return Backend::Etcd;
     }
 }
 
@@ -67,6 +72,22 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
                 Arc::new(PdOracle::new(Arc::clone(store.api())));
             dispatch(Arc::new(store), Some(oracle), cli).await
         }
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => {
+            use percolator_backend_etcd::{EtcdConfig, EtcdStore};
+            if cli.endpoints.is_empty() {
+                return Err(
+                    "the etcd backend needs --endpoints URL[,URL…] (or PERCOLATOR_ETCD_ENDPOINTS; \
+                     `cargo xtask cluster up` starts a local cluster and prints them)"
+                        .into(),
+                );
+            }
+            let config = EtcdConfig::new(cli.endpoints.clone());
+            let store = EtcdStore::connect(&config, cli.namespace.as_bytes())
+                .await
+                .map_err(|e| format!("cannot reach etcd at {}: {e}", cli.endpoints.join(",")))?;
+            dispatch(Arc::new(store), None, cli).await
+        }
     }
 }
 
@@ -89,5 +110,5 @@ async fn open_sled(path: &std::path::Path) -> Result<percolator_backend_sled::Sl
     }
 }
 
-#[cfg(not(any(feature = "sled", feature = "mem", feature = "tikv")))]
-compile_error!("the percolator binary needs at least one backend feature: sled, mem or tikv");
+#[cfg(not(any(feature = "sled", feature = "mem", feature = "tikv", feature = "etcd")))]
+compile_error!("the percolator binary needs at least one backend feature: sled, mem, tikv or etcd");

@@ -12,8 +12,8 @@
 //! percolator --db target/bank bank                         # the bank-transfer demo
 //! ```
 //!
-//! The backend is a cargo feature (`sled`, the default; `mem`; `tikv`) and, when several are
-//! compiled in, `--backend`; `backend.rs` is the only module that names a backend. Everything
+//! The backend is a cargo feature (`sled`, the default; `mem`; `tikv`; `etcd`) and, when several
+//! are compiled in, `--backend`; `backend.rs` is the only module that names a backend. Everything
 //! below `main` is generic over `RowStore`.
 
 mod backend;
@@ -46,9 +46,12 @@ pub struct Cli {
     /// PD endpoints (tikv), comma separated; defaults to $PERCOLATOR_TIKV_PD.
     #[arg(long, env = "PERCOLATOR_TIKV_PD", value_delimiter = ',')]
     pd: Vec<String>,
-    /// Key namespace inside the TiKV cluster (tikv).
+    /// Key namespace inside the cluster (tikv, etcd): several stores can share one cluster.
     #[arg(long, default_value = "percolator")]
     namespace: String,
+    /// etcd client URLs (etcd), comma separated; defaults to $PERCOLATOR_ETCD_ENDPOINTS.
+    #[arg(long, env = "PERCOLATOR_ETCD_ENDPOINTS", value_delimiter = ',')]
+    endpoints: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }

@@ -384,6 +384,10 @@ pub struct StoreLimits {
     /// mutation instead of two. Only in-process stores can do it cheaply (TiKV's equivalent is
     /// its per-node `max_ts`, which its raw and transactional APIs do not expose).
     pub tracks_snapshot_reads: bool,
+    /// Most conditions, and most mutations, in one row mutation (etcd's `--max-txn-ops`;
+    /// `usize::MAX` where there is no such limit). The transaction layer checks the rows of a
+    /// transaction against it before writing any lock.
+    pub max_row_ops: usize,
 }
 
 impl StoreLimits {
@@ -398,7 +402,15 @@ impl StoreLimits {
             durable_after_sync: false,
             distributed: false,
             tracks_snapshot_reads: false,
+            max_row_ops: usize::MAX,
         }
+    }
+
+    /// Sets [`Self::max_row_ops`].
+    #[must_use]
+    pub const fn with_max_row_ops(mut self, max_row_ops: usize) -> Self {
+        self.max_row_ops = max_row_ops;
+        self
     }
 
     /// Sets [`Self::persistent`].
@@ -500,6 +512,14 @@ pub fn validate_batch(batch: &[RowMutation], limits: &StoreLimits) -> Result<(),
     for item in batch {
         if item.table.is_empty() {
             return Err(StoreError::InvalidInput("empty table name".into()));
+        }
+        let ops = item.conditions.len().max(item.mutations.len());
+        if ops > limits.max_row_ops {
+            return Err(StoreError::TooLarge {
+                what: "conditions or mutations in one row mutation",
+                size: ops,
+                limit: limits.max_row_ops,
+            });
         }
         for m in &item.mutations {
             let column = match m {

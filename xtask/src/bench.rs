@@ -24,19 +24,53 @@ pub enum BenchBackend {
     Sled,
     /// A real TiKV cluster (needs a PD address).
     Tikv,
-    /// mem and sled (and tikv when a PD address is given).
+    /// A 3-member etcd cluster (`PERCOLATOR_ETCD_ENDPOINTS`, else one started on loopback).
+    Etcd,
+    /// mem, sled and etcd (etcd where it is installed; tikv when a PD address is given).
     All,
 }
 
 const OUT: &str = "target/bench";
+
+/// Where the networked backends are: PD for TiKV, etcd client URLs.
+#[derive(Default)]
+struct Remote {
+    pd: Option<String>,
+    etcd: Option<String>,
+}
+
+impl Remote {
+    /// The address flags of the `percolator-bench` and `percolator` binaries for `backend`.
+    fn args(&self, backend: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        match (backend, &self.pd, &self.etcd) {
+            ("tikv", Some(pd), _) => out.extend(["--pd".to_owned(), pd.clone()]),
+            ("etcd", _, Some(endpoints)) => {
+                out.extend(["--endpoints".to_owned(), endpoints.clone()]);
+            }
+            _ => {}
+        }
+        out
+    }
+}
 
 fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
     match choice {
         BenchBackend::Mem => vec!["mem"],
         BenchBackend::Sled => vec!["sled"],
         BenchBackend::Tikv => vec!["tikv"],
-        BenchBackend::All if pd.is_some() => vec!["mem", "sled", "tikv"],
-        BenchBackend::All => vec!["mem", "sled"],
+        BenchBackend::Etcd => vec!["etcd"],
+        BenchBackend::All => {
+            let mut all = vec!["mem", "sled"];
+            if pd.is_some() {
+                all.push("tikv");
+            }
+            match percolator_etcd_cluster::skip_reason() {
+                None => all.push("etcd"),
+                Some(reason) => println!("(etcd not measured: {reason})"),
+            }
+            all
+        }
     }
 }
 
@@ -61,18 +95,39 @@ pub fn bench(
         Profile::Release
     };
     let systems = backends(choice, pd.as_deref());
+    // etcd: the cluster in PERCOLATOR_ETCD_ENDPOINTS, else 3 members on loopback for this run
+    // (stopped when `_cluster` drops at the end).
+    let (etcd, _cluster) = if systems.contains(&"etcd") {
+        match std::env::var(crate::cluster::ENDPOINTS_VAR)
+            .ok()
+            .filter(|e| !e.trim().is_empty())
+        {
+            Some(endpoints) => (Some(endpoints), None),
+            None => {
+                let started = crate::cluster::for_tests()?
+                    .map_err(|reason| format!("--backend etcd: {reason}"))?;
+                (Some(started.endpoints().join(",")), Some(started))
+            }
+        }
+    } else {
+        (None, None)
+    };
+    let remote = Remote { pd, etcd };
     let bin = binaries::build(profile, systems.contains(&"tikv"))?;
     if !only_freshness {
         let mut micro_reports = Vec::new();
         for &backend in &systems {
-            micro_reports.push((backend, micro(&bin, backend, quick, pd.as_deref())?));
+            micro_reports.push((backend, micro(&bin, backend, quick, &remote)?));
         }
         micro_summary(&micro_reports)?;
         let mut tpce_reports = Vec::new();
         for &backend in &systems {
-            tpce_reports.push((backend, tpce(&bin, backend, quick, pd.as_deref())?));
+            tpce_reports.push((backend, tpce(&bin, backend, quick, &remote)?));
             if backend == "sled" {
-                tpce_reports.push(("sled-peer", tpce(&bin, "sled-peer", quick, None)?));
+                tpce_reports.push((
+                    "sled-peer",
+                    tpce(&bin, "sled-peer", quick, &Remote::default())?,
+                ));
             }
         }
         tpce_summary(&tpce_reports)?;
@@ -80,12 +135,12 @@ pub fn bench(
             "\n## Contention: Zipf (θ = 0.99) against uniform keys, 2-key read-modify-write transactions\n"
         );
         for &backend in &systems {
-            contention(&bin, backend, quick, pd.as_deref())?;
+            contention(&bin, backend, quick, &remote)?;
         }
     }
     let mut reports = Vec::new();
     for &backend in &systems {
-        reports.push((backend, freshness(&bin, backend, quick, pd.as_deref())?));
+        reports.push((backend, freshness(&bin, backend, quick, &remote)?));
     }
     println!("\n## Freshness: load → clustered latency, incremental vs batch\n");
     println!(
@@ -112,20 +167,17 @@ pub fn bench(
     Ok(())
 }
 
-fn freshness(
-    bin: &Binaries,
-    backend: &str,
-    quick: bool,
-    pd: Option<&str>,
-) -> Result<Value, String> {
+fn freshness(bin: &Binaries, backend: &str, quick: bool, remote: &Remote) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("freshness-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("freshness-db-{backend}"));
     let _ = std::fs::remove_dir_all(&db);
     let mut cmd = bin.percolator();
     cmd.args(["--backend", backend]);
     cmd.arg("--db").arg(&db);
-    if let Some(pd) = pd {
-        cmd.args(["--pd", pd, "--namespace"])
+    let address = remote.args(backend);
+    if !address.is_empty() {
+        cmd.args(&address)
+            .arg("--namespace")
             .arg(format!("freshness-{}", std::process::id()));
     }
     cmd.args(["webindex", "freshness", "--json"]).arg(&json);
@@ -185,10 +237,10 @@ fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
     }
 }
 
-fn micro(bin: &Binaries, backend: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn micro(bin: &Binaries, backend: &str, quick: bool, remote: &Remote) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("micro-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("micro-db-{backend}"));
-    let mut cmd = bench_binary(bin, backend, pd);
+    let mut cmd = bench_binary(bin, backend, remote);
     cmd.args(["micro", "--backend", backend]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {
@@ -247,12 +299,10 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
     Ok(())
 }
 
-/// `percolator-bench`, with `--pd` for TiKV.
-fn bench_binary(bin: &Binaries, backend: &str, pd: Option<&str>) -> Command {
+/// `percolator-bench`, with the cluster's address for TiKV and etcd.
+fn bench_binary(bin: &Binaries, backend: &str, remote: &Remote) -> Command {
     let mut cmd = bin.bench();
-    if let Some(pd) = pd.filter(|_| backend == "tikv") {
-        cmd.args(["--pd", pd]);
-    }
+    cmd.args(remote.args(backend));
     cmd
 }
 
@@ -260,11 +310,11 @@ fn contention(
     bin: &Binaries,
     backend: &str,
     quick: bool,
-    pd: Option<&str>,
+    remote: &Remote,
 ) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("contention-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("contention-db-{backend}"));
-    let mut cmd = bench_binary(bin, backend, pd);
+    let mut cmd = bench_binary(bin, backend, remote);
     cmd.args(["contention", "--backend", backend]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {
@@ -274,10 +324,10 @@ fn contention(
     run_for_json(cmd, &json, &format!("contention on {backend}"))
 }
 
-fn tpce(bin: &Binaries, system: &str, quick: bool, pd: Option<&str>) -> Result<Value, String> {
+fn tpce(bin: &Binaries, system: &str, quick: bool, remote: &Remote) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("tpce-{system}.json"));
     let db = PathBuf::from(OUT).join(format!("tpce-db-{system}"));
-    let mut cmd = bench_binary(bin, system, pd);
+    let mut cmd = bench_binary(bin, system, remote);
     cmd.args(["tpce", "--backend", system]);
     cmd.arg("--db").arg(&db).arg("--json").arg(&json);
     if quick {

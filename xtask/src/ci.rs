@@ -17,11 +17,13 @@ pub fn step(name: &str, mut cmd: Command) -> Result<(), String> {
 }
 
 /// Every package of the workspace whose tests `ci` runs (the conformance binaries separately).
-const PACKAGES: [&str; 9] = [
+const PACKAGES: [&str; 11] = [
     "percolator-core",
     "percolator-backend-mem",
     "percolator-backend-sled",
     "percolator-backend-tikv",
+    "percolator-backend-etcd",
+    "percolator-etcd-cluster",
     "percolator-observers",
     "percolator-webindex",
     "percolator-cli",
@@ -55,11 +57,23 @@ pub fn ci() -> Result<Counts, String> {
 
     total.add(conformance(Backend::All, None)?);
     println!("== other tests");
+    // Tests on etcd (the web index, the CLI) share one cluster for the run; where etcd is not
+    // installed they print why they skip.
+    let cluster = crate::cluster::for_tests()?;
+    let endpoints = cluster.as_ref().ok().map(|c| c.endpoints().join(","));
+    let env: Vec<(&str, &str)> = endpoints
+        .as_deref()
+        .map(|e| vec![(crate::cluster::ENDPOINTS_VAR, e)])
+        .unwrap_or_default();
+    if let Err(reason) = &cluster {
+        println!("(tests on etcd skip: {reason})");
+    }
     let rest = if have_nextest() {
-        run_tests(&PACKAGES, Some("not binary(~conformance)"), &[], &[])?
+        run_tests(&PACKAGES, Some("not binary(~conformance)"), &[], &env)?
     } else {
-        run_tests(&PACKAGES, None, &[], &[])?
+        run_tests(&PACKAGES, None, &[], &env)?
     };
+    drop(cluster);
     total.add(rest);
     println!("== doc tests");
     let mut doc = cargo();

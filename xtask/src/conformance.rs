@@ -13,6 +13,8 @@ struct Target {
     binary: &'static str,
     /// Needs a PD address; compiled with the `cluster-tests` feature.
     cluster: bool,
+    /// Runs against a local etcd cluster that xtask starts for it.
+    etcd: bool,
 }
 
 /// Every conformance target, in report order.
@@ -23,6 +25,7 @@ const TARGETS: &[Target] = &[
         package: "percolator-backend-mem",
         binary: "conformance",
         cluster: false,
+        etcd: false,
     },
     Target {
         backend: Backend::Sled,
@@ -30,6 +33,7 @@ const TARGETS: &[Target] = &[
         package: "percolator-backend-sled",
         binary: "conformance",
         cluster: false,
+        etcd: false,
     },
     Target {
         backend: Backend::TikvFake,
@@ -37,6 +41,7 @@ const TARGETS: &[Target] = &[
         package: "percolator-backend-tikv",
         binary: "conformance_fake",
         cluster: false,
+        etcd: false,
     },
     Target {
         backend: Backend::Tikv,
@@ -44,6 +49,15 @@ const TARGETS: &[Target] = &[
         package: "percolator-backend-tikv",
         binary: "conformance_cluster",
         cluster: true,
+        etcd: false,
+    },
+    Target {
+        backend: Backend::Etcd,
+        name: "etcd (3 members)",
+        package: "percolator-backend-etcd",
+        binary: "conformance",
+        cluster: false,
+        etcd: true,
     },
 ];
 
@@ -57,26 +71,40 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
         if backend != Backend::All && backend != target.backend {
             continue;
         }
-        if target.cluster && pd.is_none() {
-            let reason = "no PD address (pass --pd HOST:PORT or set PERCOLATOR_TIKV_PD)";
+        let mut skip = |reason: &'static str| {
             println!("== conformance: {}: SKIPPED, {reason}", target.name);
             total.skipped += 1;
-            rows.push((
-                target.name,
-                Counts {
-                    skipped: 1,
-                    ..Counts::default()
-                },
-                None,
-                Some(reason),
-            ));
+            let counts = Counts {
+                skipped: 1,
+                ..Counts::default()
+            };
+            rows.push((target.name, counts, None, Some(reason)));
+        };
+        if target.cluster && pd.is_none() {
+            skip("no PD address (pass --pd HOST:PORT or set PERCOLATOR_TIKV_PD)");
             continue;
         }
+        // etcd: one 3-member cluster on loopback for the whole binary, handed over by address.
+        let cluster = if target.etcd {
+            match crate::cluster::for_tests()? {
+                Ok(cluster) => Some(cluster),
+                Err(reason) => {
+                    skip(reason);
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         println!("== conformance: {} ({})", target.name, target.package);
         let started = Instant::now();
         let filter = format!("binary({})", target.binary);
         let mut extra = Vec::new();
         let mut env = Vec::new();
+        let endpoints = cluster.as_ref().map(|c| c.endpoints().join(","));
+        if let Some(endpoints) = &endpoints {
+            env.push((crate::cluster::ENDPOINTS_VAR, endpoints.as_str()));
+        }
         if target.cluster {
             // Qualified: nextest builds the whole workspace (see `run_tests`).
             extra.extend(["--features", "percolator-backend-tikv/cluster-tests"]);
@@ -85,6 +113,7 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
             }
         }
         let counts = run_tests(&[target.package], Some(&filter), &extra, &env)?;
+        drop(cluster);
         rows.push((target.name, counts, Some(started.elapsed()), None));
         total.add(counts);
     }

@@ -1,9 +1,12 @@
 //! `cargo xtask`: project automation (the rust-analyzer pattern; alias in `.cargo/config.toml`).
 //!
-//! - `cargo xtask conformance --backend <mem|sled|tikv-fake|tikv|all> [--pd HOST:PORT]`: runs the
-//!   shared conformance suite from each backend's own test target and prints pass/fail/skip
-//!   counts per backend. `tikv` needs a PD address (`--pd` or `PERCOLATOR_TIKV_PD`); without one
-//!   it is reported as skipped, with the reason.
+//! - `cargo xtask conformance --backend <mem|sled|tikv-fake|tikv|etcd|all> [--pd HOST:PORT]`:
+//!   runs the shared conformance suite from each backend's own test target and prints
+//!   pass/fail/skip counts per backend. `tikv` needs a PD address (`--pd` or
+//!   `PERCOLATOR_TIKV_PD`); without one it is reported as skipped, with the reason. `etcd` runs
+//!   against a 3-member cluster started on loopback for the run (skipped, with the reason, where
+//!   etcd is not installed).
+//! - `cargo xtask cluster up|status|down`: a local etcd cluster under `target/etcd-cluster/`.
 //! - `cargo xtask ci`: `cargo fmt --check`, `cargo clippy --workspace --all-targets
 //!   --all-features -D warnings`, `cargo doc` with warnings (broken intra-doc links) denied, a
 //!   check with the declared minimum Rust version (installed with rustup when missing), the
@@ -15,6 +18,7 @@
 mod bench;
 mod binaries;
 mod ci;
+mod cluster;
 mod conformance;
 mod plot;
 mod runner;
@@ -44,6 +48,11 @@ enum Cmd {
     },
     /// Everything CI checks: formatting, lints, all tests.
     Ci,
+    /// A local etcd cluster on loopback (`up`, `status`, `down`).
+    Cluster {
+        #[command(subcommand)]
+        command: cluster::ClusterCmd,
+    },
     /// Benchmarks: results as markdown tables, JSON and SVG plots under `target/bench/`.
     Bench {
         /// Which backend(s).
@@ -73,6 +82,8 @@ pub(crate) enum Backend {
     TikvFake,
     /// A real TiKV cluster (needs a PD address).
     Tikv,
+    /// A 3-member etcd cluster that xtask starts on loopback (needs `etcd` installed).
+    Etcd,
     All,
 }
 
@@ -94,8 +105,17 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Cmd::Cluster { command } = cli.command {
+        return match cluster::cluster(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("xtask cluster: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = match cli.command {
-        Cmd::Bench { .. } => unreachable!("handled above"),
+        Cmd::Bench { .. } | Cmd::Cluster { .. } => unreachable!("handled above"),
         Cmd::Conformance { backend, pd } => conformance::conformance(backend, pd),
         Cmd::Ci => ci::ci().inspect(|c| {
             println!();

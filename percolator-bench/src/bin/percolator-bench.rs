@@ -21,6 +21,14 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     tikv: TikvArgs,
+    /// etcd client URLs (`--backend etcd`), comma-separated.
+    #[arg(
+        long,
+        env = "PERCOLATOR_ETCD_ENDPOINTS",
+        value_delimiter = ',',
+        global = true
+    )]
+    endpoints: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -95,6 +103,9 @@ enum TpceSystem {
     /// Percolator over a TiKV cluster (`--pd`), with PD's TSO as the oracle.
     #[cfg(feature = "tikv")]
     Tikv,
+    /// Percolator over an etcd cluster (`--endpoints`).
+    #[cfg(feature = "etcd")]
+    Etcd,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -106,6 +117,9 @@ enum Backend {
     /// A TiKV cluster (`--pd`), with PD's TSO as the oracle.
     #[cfg(feature = "tikv")]
     Tikv,
+    /// An etcd cluster (`--endpoints`).
+    #[cfg(feature = "etcd")]
+    Etcd,
 }
 
 /// Where a TiKV cluster is (used by `--backend tikv`).
@@ -142,6 +156,23 @@ async fn open_tikv(
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+#[cfg(feature = "etcd")]
+async fn open_etcd(
+    endpoints: &[String],
+    namespace: &str,
+) -> Result<Arc<percolator_backend_etcd::EtcdStore>, BoxError> {
+    use percolator_backend_etcd::{EtcdConfig, EtcdStore};
+    if endpoints.is_empty() {
+        return Err(
+            "--backend etcd needs --endpoints URL[,URL…] (or PERCOLATOR_ETCD_ENDPOINTS)".into(),
+        );
+    }
+    let namespace = format!("{namespace}-{}", std::process::id());
+    let store =
+        EtcdStore::connect(&EtcdConfig::new(endpoints.to_vec()), namespace.as_bytes()).await?;
+    Ok(Arc::new(store))
+}
+
 async fn micro_on<S: percolator_core::RowStore>(
     store: Arc<S>,
     oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
@@ -173,8 +204,9 @@ async fn tpce(
     db: &std::path::Path,
     config: &tpce::TpceConfig,
     tikv: &TikvArgs,
+    endpoints: &[String],
 ) -> Result<tpce::TpceReport, BoxError> {
-    let _ = tikv;
+    let _ = (tikv, endpoints);
     let _ = std::fs::remove_dir_all(db);
     let report = match system {
         #[cfg(feature = "mem")]
@@ -191,6 +223,11 @@ async fn tpce(
         TpceSystem::Tikv => {
             let (store, oracle) = open_tikv(tikv).await?;
             tpce::run_percolator_with_oracle(store, Some(oracle), config).await?
+        }
+        #[cfg(feature = "etcd")]
+        TpceSystem::Etcd => {
+            let store = open_etcd(endpoints, &tikv.namespace).await?;
+            tpce::run_percolator(store, config).await?
         }
     };
     let _ = std::fs::remove_dir_all(db);
@@ -216,8 +253,8 @@ async fn contention_on<S: percolator_core::RowStore>(
 /// Evaluates `$body` with `$store` (an `Arc` of the chosen backend) and `$oracle` (PD's TSO for
 /// TiKV, else `None`); a sled database directory is emptied before and after.
 macro_rules! with_backend {
-    ($backend:expr, $db:expr, $tikv:expr, |$store:ident, $oracle:ident| $body:expr) => {{
-        let _ = (&$db, &$tikv);
+    ($backend:expr, $db:expr, $tikv:expr, $endpoints:expr, |$store:ident, $oracle:ident| $body:expr) => {{
+        let _ = (&$db, &$tikv, &$endpoints);
         match $backend {
             #[cfg(feature = "mem")]
             Backend::Mem => {
@@ -240,6 +277,12 @@ macro_rules! with_backend {
                 let $oracle = Some(oracle);
                 $body
             }
+            #[cfg(feature = "etcd")]
+            Backend::Etcd => {
+                let $store = open_etcd(&$endpoints, &$tikv.namespace).await?;
+                let $oracle = None;
+                $body
+            }
         }
     }};
 }
@@ -251,7 +294,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             db,
             quick,
             json,
-        } => with_backend!(backend, db, cli.tikv, |store, oracle| {
+        } => with_backend!(backend, db, cli.tikv, cli.endpoints, |store, oracle| {
             contention_on(store, oracle, quick, json.as_ref()).await
         }),
         Command::Tpce {
@@ -277,7 +320,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             if let Some(c) = clients {
                 config.clients = c;
             }
-            let report = tpce(backend, &db, &config, &cli.tikv).await?;
+            let report = tpce(backend, &db, &config, &cli.tikv, &cli.endpoints).await?;
             print!("{}", report.table());
             write_json(json.as_ref(), &report)?;
             if !report.invariants.ok() {
@@ -290,7 +333,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             db,
             quick,
             json,
-        } => with_backend!(backend, db, cli.tikv, |store, oracle| {
+        } => with_backend!(backend, db, cli.tikv, cli.endpoints, |store, oracle| {
             micro_on(store, oracle, quick, json.as_ref()).await
         }),
     }

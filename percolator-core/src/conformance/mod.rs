@@ -63,6 +63,24 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// Simulates a process restart: drops `store` (the caller holds no other reference) and
     /// opens the same data again. A non-persistent backend returns the same store.
     async fn restart(&self, store: Arc<Self::Store>) -> Arc<Self::Store>;
+
+    /// Why the backend cannot be tested here (its server is not installed), or `None`. The
+    /// suite's tests print the reason and return instead of running; `cargo xtask` reports the
+    /// backend as skipped, never as passed.
+    fn skip_reason(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Prints why a case is skipped and returns `true`, or returns `false` if it can run.
+pub fn skipped<F: StoreFactory>(factory: &F, case: &str) -> bool {
+    match factory.skip_reason() {
+        Some(reason) => {
+            eprintln!("SKIPPED {case}: {reason}");
+            true
+        }
+        None => false,
+    }
 }
 
 /// The environment variable that fixes the seed of every random fault ([`fault_seed`]).
@@ -136,6 +154,7 @@ macro_rules! conformance_tests {
             store_scan_ranges_and_limits => store_cases::scan_ranges_and_limits,
             store_conditions => store_cases::conditions,
             store_batch_outcomes_are_independent => store_cases::batch_outcomes_are_independent,
+            store_large_batches_apply_every_item => store_cases::large_batches_apply_every_item,
             store_deletes => store_cases::deletes,
             store_invalid_input_rejects_whole_batch => store_cases::invalid_input_rejects_whole_batch,
             store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
@@ -187,6 +206,9 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
                 let factory = $factory;
+                if $crate::conformance::skipped(&factory, stringify!($name)) {
+                    return;
+                }
                 $crate::conformance::$module::$case(&factory).await;
             }
         )+

@@ -541,6 +541,78 @@ pub async fn conditions<F: StoreFactory>(factory: &F) {
     }
 }
 
+/// A batch as large as the store takes (up to 1 000 rows), every row with conditions and
+/// several mutations, a tenth of the rows mutated twice (the second time conditional on the
+/// first): every item applies, in batch order. Stores that cut batches to their own limits
+/// (etcd's `--max-txn-ops`) must do it without losing or reordering anything.
+pub async fn large_batches_apply_every_item<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let n = store.limits().max_batch_rows.min(1000);
+    let rows = n - n / 10;
+    let mut batch = Vec::with_capacity(n);
+    for i in 0..rows {
+        let row = format!("row{i:05}").into_bytes();
+        batch.push(row_mutation(
+            b"big",
+            &row,
+            vec![
+                Condition::Absent {
+                    family: Family::Data,
+                    column: b(b"a"),
+                    ts: TsRange::ALL,
+                },
+                Condition::Absent {
+                    family: Family::Lock,
+                    column: b(b"a"),
+                    ts: TsRange::ALL,
+                },
+            ],
+            vec![
+                put(Family::Data, b"a", 1, b"first"),
+                put(Family::Write, b"a", 2, b"w"),
+            ],
+        ));
+        if i % 9 == 0 && batch.len() < n {
+            batch.push(row_mutation(
+                b"big",
+                &row,
+                vec![Condition::Equals {
+                    family: Family::Data,
+                    column: b(b"a"),
+                    ts: 1,
+                    value: b(b"first"),
+                }],
+                vec![put(Family::Data, b"a", 1, b"second")],
+            ));
+        }
+    }
+    let len = batch.len();
+    let outcomes = apply(&*store, batch).await;
+    assert_eq!(outcomes.len(), len);
+    assert!(
+        outcomes.iter().all(|o| o.applied()),
+        "{} of {len} items not applied",
+        outcomes.iter().filter(|o| !o.applied()).count()
+    );
+    let scanned = store
+        .scan(Scan {
+            snapshot_ts: None,
+            table: b(b"big"),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            read: FamilyRead::all(Family::Data),
+            row_limit: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(scanned.len(), rows);
+    for (i, row) in scanned.iter().enumerate() {
+        let want: &[u8] = if i % 9 == 0 { b"second" } else { b"first" };
+        assert_eq!(row.cells.len(), 1, "row {i}");
+        assert_eq!(row.cells[0].value.as_ref(), want, "row {i}");
+    }
+}
+
 pub async fn batch_outcomes_are_independent<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let exists = |col: &[u8]| Condition::Exists {

@@ -434,6 +434,16 @@ pub async fn bad_input_writes_nothing<F: StoreFactory>(factory: &F) {
         c.locks("wide").await.unwrap().is_empty(),
         "an oversize transaction locked rows"
     );
+    // More operations in one row than the store takes in one row mutation (etcd's
+    // --max-txn-ops): refused before anything is locked.
+    if limits.max_row_ops < 100_000 {
+        let mut fat = c.begin().await.unwrap();
+        for i in 0..=limits.max_row_ops / 2 {
+            fat.set("fat", "r", format!("c{i}"), "v").unwrap();
+        }
+        assert!(matches!(fat.commit().await, Err(Error::TooLarge { .. })));
+        assert!(c.locks("fat").await.unwrap().is_empty());
+    }
     assert!(c.locks("ok").await.unwrap().is_empty());
     assert!(
         cells(&*store, "ok", "r1", Family::Data).await.is_empty(),

@@ -144,6 +144,17 @@ impl<S: RowStore> Client<S> {
                 limit: max_rows,
             });
         }
+        // A row's prewrite checks two conditions per column (three counting one phase's) and puts
+        // data, lock and notify cells: a store that caps operations per row mutation (etcd's
+        // `--max-txn-ops`) must be able to take every row before any lock is written.
+        let max_row_ops = self.inner.store.limits().max_row_ops;
+        if let Some(row) = rows.iter().find(|r| prewrite_ops(r) > max_row_ops) {
+            return Err(Error::TooLarge {
+                what: "store operations of one row's prewrite (2 per written column, plus notifications)",
+                size: prewrite_ops(row),
+                limit: max_row_ops,
+            });
+        }
         let primary = CellAddr {
             table: primary_row.table.clone(),
             row: primary_row.row.clone(),
@@ -592,6 +603,13 @@ impl<S: RowStore> Client<S> {
             }
         }
     }
+}
+
+/// The larger of a row's prewrite condition count (with one phase's extra one) and mutation
+/// count.
+fn prewrite_ops(row: &RowWrites) -> usize {
+    let columns = row.columns.len();
+    (2 * columns + 1).max(2 * columns + row.notify.len())
 }
 
 fn prewrite_of(

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use percolator_core::conformance::fast_config;
+pub use percolator_core::conformance::skipped;
 use percolator_core::{Client, ClientBuilder, ObservedColumn, RowStore};
 
 use crate::{Observers, Runtime, RuntimeConfig};
@@ -86,6 +87,9 @@ macro_rules! observer_conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
                 let factory = $factory;
+                if $crate::conformance::skipped(&factory, stringify!($name)) {
+                    return;
+                }
                 $crate::conformance::$module::$case(&factory).await;
             }
         )+

@@ -1,0 +1,258 @@
+//! Reads: `read_row` as one read-only etcd transaction (every family of the row at one
+//! revision), `scan` as pages of one key range, all pages at the revision of the first.
+
+use std::ops::Bound;
+
+use bytes::Bytes;
+use percolator_core::store::truncate_versions;
+use percolator_core::{Cell, Columns, FamilyRead, ReadRow, RowCells, Scan, StoreError};
+
+use crate::client::{EtcdClient, EtcdError, Idempotence};
+use crate::keys::{Layout, after, prefix_end};
+use crate::proto::{self, RequestOp, request_op, response_op};
+use crate::store_error;
+
+/// Keys per page of a scan.
+const PAGE: i64 = 512;
+
+/// One range read serving part of a [`FamilyRead`].
+struct RangeOp {
+    /// Index of the family read it serves.
+    read: usize,
+    request: proto::RangeRequest,
+}
+
+fn ranges_of(layout: &Layout, request: &ReadRow) -> Vec<RangeOp> {
+    let mut out = Vec::new();
+    for (index, read) in request.reads.iter().enumerate() {
+        if read.ts.is_empty() {
+            continue;
+        }
+        match &read.columns {
+            Columns::Only(list) => {
+                let mut list = list.clone();
+                list.sort();
+                list.dedup();
+                for column in list {
+                    let (key, range_end) = layout.versions(
+                        read.family,
+                        &request.table,
+                        &request.row,
+                        &column,
+                        read.ts,
+                    );
+                    out.push(RangeOp {
+                        read: index,
+                        request: proto::RangeRequest {
+                            key,
+                            range_end,
+                            limit: read
+                                .max_versions
+                                .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+                            ..proto::RangeRequest::default()
+                        },
+                    });
+                }
+            }
+            Columns::All => {
+                let start = layout.row_start(read.family, &request.table, &request.row);
+                let end = prefix_end(&start);
+                out.push(RangeOp {
+                    read: index,
+                    request: proto::RangeRequest {
+                        key: Bytes::from(start),
+                        range_end: Bytes::from(end),
+                        ..proto::RangeRequest::default()
+                    },
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Decodes a family read's keys into cells, keeping the versions it selects.
+fn cells_of(
+    layout: &Layout,
+    read: &FamilyRead,
+    kvs: Vec<proto::KeyValue>,
+    out: &mut Vec<Cell>,
+) -> Result<(), StoreError> {
+    for kv in kvs {
+        let cell = layout.decode(read.family, &kv.key)?;
+        if read.ts.contains(cell.ts) && read.columns.matches(&cell.column) {
+            out.push(Cell {
+                column: Bytes::from(cell.column),
+                ts: cell.ts,
+                value: kv.value,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `RowStore::read_row`: every range in one read-only transaction when the cluster's
+/// `--max-txn-ops` allows, else several, all at the revision the first one read.
+pub(crate) async fn read_row(
+    client: &EtcdClient,
+    layout: &Layout,
+    request: ReadRow,
+) -> Result<Vec<Vec<Cell>>, StoreError> {
+    let ops = ranges_of(layout, &request);
+    let mut out: Vec<Vec<Cell>> = vec![Vec::new(); request.reads.len()];
+    let max_ops = client.config().max_txn_ops.max(1);
+    let mut revision = 0i64;
+    for chunk in ops.chunks(max_ops) {
+        let txn = proto::TxnRequest {
+            compare: Vec::new(),
+            success: chunk
+                .iter()
+                .map(|op| RequestOp {
+                    request: Some(request_op::Request::RequestRange(proto::RangeRequest {
+                        revision,
+                        ..op.request.clone()
+                    })),
+                })
+                .collect(),
+            failure: Vec::new(),
+        };
+        let answer = client
+            .txn(txn, Idempotence::Read)
+            .await
+            .map_err(store_error)?;
+        if revision == 0 {
+            revision = answer.header.as_ref().map_or(0, |h| h.revision);
+        }
+        if answer.responses.len() != chunk.len() {
+            return Err(StoreError::Corrupt(
+                "etcd answered a read with a different number of ranges".into(),
+            ));
+        }
+        for (op, response) in chunk.iter().zip(answer.responses) {
+            let Some(response_op::Response::ResponseRange(range)) = response.response else {
+                return Err(StoreError::Corrupt(
+                    "etcd answered a range with something else".into(),
+                ));
+            };
+            cells_of(
+                layout,
+                &request.reads[op.read],
+                range.kvs,
+                &mut out[op.read],
+            )?;
+        }
+    }
+    for (cells, read) in out.iter_mut().zip(&request.reads) {
+        if matches!(read.columns, Columns::All) {
+            truncate_versions(cells, read.max_versions);
+        }
+    }
+    Ok(out)
+}
+
+/// `RowStore::scan`: pages of `PAGE` keys over the family's key range of the scanned rows, at
+/// the revision of the first page (one consistent snapshot), until `row_limit` rows with
+/// selected cells have been seen. A page that reads a compacted revision restarts the scan.
+pub(crate) async fn scan(
+    client: &EtcdClient,
+    layout: &Layout,
+    request: &Scan,
+) -> Result<Vec<RowCells>, StoreError> {
+    for _ in 0..3 {
+        match scan_at_one_revision(client, layout, request).await {
+            Err(EtcdError::Compacted(_)) => continue,
+            other => return other.map_err(store_error)?,
+        }
+    }
+    Err(StoreError::Unavailable(
+        "etcd: scan kept reading compacted revisions".into(),
+    ))
+}
+
+async fn scan_at_one_revision(
+    client: &EtcdClient,
+    layout: &Layout,
+    request: &Scan,
+) -> Result<Result<Vec<RowCells>, StoreError>, EtcdError> {
+    let family = request.read.family;
+    let start = match &request.start {
+        Bound::Included(r) => layout.row_start(family, &request.table, r),
+        Bound::Excluded(r) => prefix_end(&layout.row_start(family, &request.table, r)),
+        Bound::Unbounded => layout.table_start(family, &request.table),
+    };
+    let end = match &request.end {
+        Bound::Included(r) => prefix_end(&layout.row_start(family, &request.table, r)),
+        Bound::Excluded(r) => layout.row_start(family, &request.table, r),
+        Bound::Unbounded => prefix_end(&layout.table_start(family, &request.table)),
+    };
+    let mut rows: Vec<RowCells> = Vec::new();
+    if start >= end || request.read.ts.is_empty() {
+        return Ok(Ok(rows));
+    }
+    let limit = request.row_limit.unwrap_or(usize::MAX);
+    let end = Bytes::from(end);
+    let mut cursor = Bytes::from(start);
+    let mut revision = 0i64;
+    loop {
+        let page = client
+            .range(proto::RangeRequest {
+                key: cursor.clone(),
+                range_end: end.clone(),
+                limit: PAGE,
+                revision,
+                ..proto::RangeRequest::default()
+            })
+            .await?;
+        if revision == 0 {
+            revision = page.header.as_ref().map_or(0, |h| h.revision);
+        }
+        let last = page.kvs.last().map(|kv| after(&kv.key));
+        for kv in page.kvs {
+            let cell = match layout.decode(family, &kv.key) {
+                Ok(cell) => cell,
+                Err(e) => return Ok(Err(e)),
+            };
+            let same_row = rows
+                .last()
+                .is_some_and(|r| r.row.as_ref() == cell.row.as_slice());
+            if !same_row {
+                // A new row starts: the previous one is complete.
+                if let Some(done) = rows.last_mut() {
+                    truncate_versions(&mut done.cells, request.read.max_versions);
+                }
+                if rows.last().is_some_and(|r| r.cells.is_empty()) {
+                    rows.pop();
+                }
+                if rows.len() >= limit {
+                    return Ok(Ok(rows));
+                }
+                rows.push(RowCells {
+                    row: Bytes::from(cell.row.clone()),
+                    cells: Vec::new(),
+                });
+            }
+            if request.read.ts.contains(cell.ts)
+                && request.read.columns.matches(&cell.column)
+                && let Some(row) = rows.last_mut()
+            {
+                row.cells.push(Cell {
+                    column: Bytes::from(cell.column),
+                    ts: cell.ts,
+                    value: kv.value,
+                });
+            }
+        }
+        match last {
+            Some(next) if page.more => cursor = Bytes::from(next),
+            _ => break,
+        }
+    }
+    if let Some(done) = rows.last_mut() {
+        truncate_versions(&mut done.cells, request.read.max_versions);
+    }
+    if rows.last().is_some_and(|r| r.cells.is_empty()) {
+        rows.pop();
+    }
+    rows.truncate(limit);
+    Ok(Ok(rows))
+}
