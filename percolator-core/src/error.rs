@@ -104,11 +104,15 @@ pub enum Error {
         start_ts: u64,
     },
     /// The store failed while committing the primary and the outcome could not be determined.
-    /// The transaction is either fully committed or will be rolled back by lock resolution.
-    #[error("commit outcome of transaction {start_ts} unknown: {source}")]
+    /// The transaction is either fully committed or will be rolled back by lock resolution;
+    /// [`crate::Client::settle`] finds out which (rolling it back or forward as a reader
+    /// would), from the primary cell and start timestamp carried here.
+    #[error("commit outcome of transaction {start_ts} (primary {primary}) unknown: {source}")]
     CommitUndetermined {
         /// Start timestamp.
         start_ts: u64,
+        /// The transaction's primary cell: its lock or write record decides the outcome.
+        primary: Box<crate::records::CellAddr>,
         /// The store error.
         #[source]
         source: StoreError,

@@ -67,5 +67,5 @@ pub use store::{
 };
 pub use txn::{
     ClearOutcome, Client, ClientBuilder, CommitInfo, NotificationKind, NotifyRow, NotifyVersion,
-    ObservedColumn, ScanItem, Transaction, TxnConfig, TxnStatus, Versioned,
+    ObservedColumn, ScanItem, Settled, Transaction, TxnConfig, TxnStatus, Versioned,
 };

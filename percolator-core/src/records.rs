@@ -81,6 +81,19 @@ impl CellAddr {
     }
 }
 
+impl std::fmt::Display for CellAddr {
+    /// `table/row/column`, non-printable bytes escaped.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}",
+            self.table.escape_ascii(),
+            self.row.escape_ascii(),
+            self.column.escape_ascii()
+        )
+    }
+}
+
 /// Contents of a `c:lock` cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockRecord {

@@ -15,8 +15,8 @@ use super::{StoreFactory, client, client_with, fast_config, fault_seed, patient_
 use crate::error::{Error, StoreError};
 use crate::fault::CommitStep;
 use crate::records::CellAddr;
-use crate::store::{MutationOutcome, RowStore};
-use crate::txn::{Client, TxnStatus};
+use crate::store::{Condition, MutationOutcome, RowMutation, RowStore};
+use crate::txn::{Client, Settled, TxnStatus};
 
 const ROWS: [&str; 4] = ["a", "b", "c", "d"];
 const TABLE: &str = "f";
@@ -495,4 +495,125 @@ fn counter(value: Option<Bytes>) -> u64 {
             .and_then(|s| s.parse().ok())
             .expect("counter is a decimal number")
     })
+}
+
+/// `Client::settle` after `CommitUndetermined`, on a multi-row and a single-row transaction:
+/// - the primary commit applied but every answer was lost and the status reads failed: settle
+///   finds it committed, at the timestamp readers see;
+/// - the primary commit never reached the store: settle rolls the transaction back for good —
+///   its writes never show, and a late delivery of its commit changes nothing.
+pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    seed(&c).await;
+    let unreadable = FaultRates {
+        read_failure: 1.0,
+        ..FaultRates::NONE
+    };
+
+    // 1. Applied, answers lost, status unreadable.
+    let t = writer(&c).await;
+    store.lose_answers(1_000, Box::new(is_commit));
+    store.set_random_faults(unreadable, fault_seed("settle"));
+    let err = t
+        .commit()
+        .await
+        .expect_err("no answer, no status: undetermined");
+    store.clear_random_faults();
+    store.lose_answers(0, Box::new(is_commit));
+    let Error::CommitUndetermined { primary, .. } = &err else {
+        panic!("expected CommitUndetermined, got {err}");
+    };
+    assert_eq!(
+        primary.row.as_ref(),
+        ROWS[0].as_bytes(),
+        "the primary is row a"
+    );
+    let settled = c.settle(&err).await.unwrap();
+    let Settled::Committed { commit_ts } = settled else {
+        panic!("an applied commit settles as committed, not {settled:?}");
+    };
+    assert_all(&c, "new").await;
+    let seen = c
+        .begin()
+        .await
+        .unwrap()
+        .get_versioned(TABLE, ROWS[0], "v")
+        .await
+        .unwrap();
+    assert_eq!(seen.commit_ts, Some(commit_ts));
+    assert_eq!(
+        c.settle(&err).await.unwrap(),
+        settled,
+        "settling twice agrees"
+    );
+
+    // 2. Never applied: the commit batches are dropped on the way.
+    let mut t2 = c.begin().await.unwrap();
+    for r in ROWS {
+        t2.set(TABLE, r, "v", "lost").unwrap();
+    }
+    let before = store.sent();
+    store.drop_batches(1_000, Box::new(is_commit));
+    store.set_random_faults(unreadable, fault_seed("settle"));
+    let err = t2
+        .commit()
+        .await
+        .expect_err("never applied, status unreadable");
+    store.clear_random_faults();
+    store.drop_batches(0, Box::new(is_commit));
+    assert!(matches!(err, Error::CommitUndetermined { .. }), "{err}");
+    assert_eq!(c.settle(&err).await.unwrap(), Settled::RolledBack);
+    // A commit request that arrives late cannot revive it.
+    for batch in store.recorded_since(before) {
+        if is_commit(&batch) {
+            let outcomes = store.redeliver(batch).await.unwrap();
+            assert!(
+                outcomes.iter().all(|o| !o.applied()),
+                "a late commit applied"
+            );
+        }
+    }
+    assert_all(&c, "new").await;
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+
+    // 3. A single-row transaction (one phase where the store supports it).
+    let mut single = c.begin().await.unwrap();
+    single.set(TABLE, ROWS[0], "v", "single").unwrap();
+    // The commit, in one phase or two (the prewrite is answered).
+    let committing = |batch: &[RowMutation]| {
+        is_commit(batch)
+            || batch.iter().any(|m| {
+                m.conditions
+                    .iter()
+                    .any(|c| matches!(c, Condition::NoSnapshotReadSince { .. }))
+            })
+    };
+    store.lose_answers(1_000, Box::new(committing));
+    store.set_random_faults(unreadable, fault_seed("settle"));
+    let outcome = single.commit().await;
+    store.clear_random_faults();
+    store.lose_answers(0, Box::new(committing));
+    let seen = match outcome {
+        Ok(_) => Some("single"),
+        Err(err @ Error::CommitUndetermined { .. }) => match c.settle(&err).await.unwrap() {
+            Settled::Committed { .. } => Some("single"),
+            Settled::RolledBack => Some("new"),
+        },
+        Err(other) => panic!("single-row commit: {other}"),
+    };
+    let value = c
+        .begin()
+        .await
+        .unwrap()
+        .get(TABLE, ROWS[0], "v")
+        .await
+        .unwrap();
+    assert_eq!(value.as_deref(), seen.map(str::as_bytes));
+
+    // Settle refuses errors it cannot settle.
+    assert!(matches!(
+        c.settle(&Error::Aborted { start_ts: 1 }).await,
+        Err(Error::InvalidInput(_))
+    ));
 }

@@ -96,6 +96,7 @@ struct Recorded {
 pub struct FaultyStore<S: RowStore> {
     inner: Arc<S>,
     lose_answer: Mutex<Option<(BatchPredicate, usize)>>,
+    drop_batch: Mutex<Option<(BatchPredicate, usize)>>,
     failing_syncs: AtomicUsize,
     random: Mutex<Random>,
     counters: Counters,
@@ -108,6 +109,7 @@ impl<S: RowStore> FaultyStore<S> {
         Self {
             inner,
             lose_answer: Mutex::new(None),
+            drop_batch: Mutex::new(None),
             failing_syncs: AtomicUsize::new(0),
             random: Mutex::new(Random {
                 rates: FaultRates::NONE,
@@ -122,6 +124,12 @@ impl<S: RowStore> FaultyStore<S> {
     /// [`StoreError::Unavailable`] instead of the outcomes.
     pub fn lose_answers(&self, times: usize, predicate: BatchPredicate) {
         *self.lose_answer.lock() = Some((predicate, times));
+    }
+
+    /// The next `times` batches matching `predicate` are not applied, and the caller gets
+    /// [`StoreError::Unavailable`] (a request lost on its way to the store).
+    pub fn drop_batches(&self, times: usize, predicate: BatchPredicate) {
+        *self.drop_batch.lock() = Some((predicate, times));
     }
 
     /// The next `times` calls to `sync` fail with [`StoreError::Unavailable`] (without syncing).
@@ -222,6 +230,18 @@ impl<S: RowStore> FaultyStore<S> {
     }
 }
 
+/// Whether an armed fault (`predicate`, remaining count) strikes `batch`; counts it down if so.
+fn take_armed(armed: &Mutex<Option<(BatchPredicate, usize)>>, batch: &[RowMutation]) -> bool {
+    let mut armed = armed.lock();
+    match armed.as_mut() {
+        Some((predicate, times)) if *times > 0 && predicate(batch) => {
+            *times -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Whether a batch is a prewrite (it checks that no lock exists and puts one).
 pub fn is_prewrite(batch: &[RowMutation]) -> bool {
     batch.iter().any(|m| {
@@ -292,21 +312,18 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         self.record(&batch);
-        if self.strikes(|r| r.batch_drop, &self.counters.batches_dropped) {
+        let drop = take_armed(&self.drop_batch, &batch);
+        if drop {
+            self.counters
+                .batches_dropped
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        if drop || self.strikes(|r| r.batch_drop, &self.counters.batches_dropped) {
             return Err(StoreError::Unavailable(
                 "injected: batch dropped before it applied".into(),
             ));
         }
-        let lose = {
-            let mut armed = self.lose_answer.lock();
-            match armed.as_mut() {
-                Some((predicate, times)) if *times > 0 && predicate(&batch) => {
-                    *times -= 1;
-                    true
-                }
-                _ => false,
-            }
-        };
+        let lose = take_armed(&self.lose_answer, &batch);
         let outcome = self.inner.mutate_rows(batch).await?;
         if lose {
             self.counters.answers_lost.fetch_add(1, Ordering::Relaxed);

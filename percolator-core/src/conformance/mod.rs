@@ -192,6 +192,7 @@ macro_rules! conformance_tests {
             fault_heartbeat_keeps_long_commit_alive => fault_cases::heartbeat_keeps_long_commit_alive,
             fault_sync_failure_after_commit_point => fault_cases::sync_failure_after_commit_point,
             fault_failed_reads_and_dropped_batches => fault_cases::failed_reads_and_dropped_batches,
+            fault_settle_undetermined_commits => fault_cases::settle_undetermined_commits,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
             oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
             oracle_survives_lost_answers_and_failed_syncs => oracle_cases::survives_lost_answers_and_failed_syncs,

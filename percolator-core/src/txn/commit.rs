@@ -523,6 +523,7 @@ impl<S: RowStore> Client<S> {
                 Err(e) => {
                     return Err(Error::CommitUndetermined {
                         start_ts,
+                        primary: Box::new(primary.clone()),
                         source: e,
                     });
                 }
@@ -542,6 +543,7 @@ impl<S: RowStore> Client<S> {
         }
         Err(Error::CommitUndetermined {
             start_ts,
+            primary: Box::new(primary.clone()),
             source: last_error
                 .unwrap_or_else(|| StoreError::Unavailable("primary commit kept failing".into())),
         })

@@ -41,5 +41,5 @@ pub use config::TxnConfig;
 pub use fault::{CommitHook, CommitStep, HookAction};
 pub use metrics::{TxnMetrics, TxnMetricsSnapshot};
 pub use notify::{ClearOutcome, NotificationKind, NotifyRow, NotifyVersion, ObservedColumn};
-pub use resolve::TxnStatus;
+pub use resolve::{Settled, TxnStatus};
 pub use transaction::{CommitInfo, ScanItem, Transaction, Versioned};

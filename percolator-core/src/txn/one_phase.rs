@@ -30,7 +30,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, Result, StoreError};
-use crate::records::WriteRecord;
+use crate::records::{CellAddr, WriteRecord};
 use crate::store::{Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowStore, TsRange};
 
 use super::Client;
@@ -88,13 +88,28 @@ impl<S: RowStore> Client<S> {
         let Some(error) = ambiguous else {
             return Ok(None); // a condition failed on the first try: nothing was written
         };
-        // An attempt's answer was lost: our write record tells whether one applied.
+        // An attempt's answer was lost: our write record tells whether one applied. (Its
+        // first column stands for the primary: `Client::settle` reads its write records.)
+        let primary = Box::new(CellAddr {
+            table: row.table.clone(),
+            row: row.row.clone(),
+            column: row
+                .columns
+                .first()
+                .map(|(c, _)| c.clone())
+                .unwrap_or_default(),
+        });
         match self.committed_at(row, start_ts, commit_ts).await {
             Ok(true) => Ok(Some(commit_ts)),
             Ok(false) => Ok(None),
-            Err(Error::Store(source)) => Err(Error::CommitUndetermined { start_ts, source }),
+            Err(Error::Store(source)) => Err(Error::CommitUndetermined {
+                start_ts,
+                primary,
+                source,
+            }),
             Err(_) => Err(Error::CommitUndetermined {
                 start_ts,
+                primary,
                 source: error,
             }),
         }

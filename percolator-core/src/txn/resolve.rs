@@ -19,8 +19,8 @@ use crate::liveness::now_ms;
 use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
 use crate::store::RowStore;
 
-use super::ClientInner;
 use super::layout;
+use super::{Client, ClientInner};
 
 /// What the primary says about a transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,20 @@ pub enum TxnStatus {
         /// The primary lock.
         lock: LockRecord,
     },
+}
+
+/// The final outcome of a transaction whose commit answered [`Error::CommitUndetermined`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settled {
+    /// It committed at this timestamp: everything it wrote is visible to snapshots after it.
+    Committed {
+        /// The commit timestamp.
+        commit_ts: u64,
+    },
+    /// It is rolled back for good (a rollback record at the primary forbids a late commit):
+    /// nothing it wrote is visible.
+    RolledBack,
 }
 
 /// How many times a status check re-reads after losing a race before giving up.
@@ -124,6 +138,46 @@ impl<S: RowStore> ClientInner<S> {
         )))
     }
 
+    /// Drives transaction `start_ts` with primary `primary` to a final outcome (see
+    /// [`Client::settle`]).
+    pub(crate) async fn settle(&self, primary: &CellAddr, start_ts: u64) -> Result<Settled> {
+        let mut backoff = crate::backoff::Backoff::from_config(&self.config);
+        let began = std::time::Instant::now();
+        loop {
+            match self.check_status(primary, start_ts, false).await? {
+                TxnStatus::Committed { commit_ts } => return Ok(Settled::Committed { commit_ts }),
+                TxnStatus::RolledBack => return Ok(Settled::RolledBack),
+                // Our own transaction: its commit returned, so nothing of ours still runs it. A
+                // commit request still in flight loses to this conditional rollback or wins it;
+                // either way the status read next says which.
+                TxnStatus::Locked { lock } if lock.owner == self.worker_id => {
+                    self.store
+                        .mutate_rows(vec![layout::rollback_primary(
+                            primary,
+                            start_ts,
+                            lock.encode(),
+                        )])
+                        .await?;
+                }
+                // Someone else's, or not there: settle it as a reader would (roll back a dead
+                // or expired lock, fence a missing one), waiting out a live owner.
+                TxnStatus::Locked { .. } | TxnStatus::NotFound => {
+                    match self.check_status(primary, start_ts, true).await? {
+                        TxnStatus::Committed { commit_ts } => {
+                            return Ok(Settled::Committed { commit_ts });
+                        }
+                        TxnStatus::RolledBack => return Ok(Settled::RolledBack),
+                        TxnStatus::Locked { .. } | TxnStatus::NotFound => {
+                            backoff
+                                .wait_or_timeout(began, primary, start_ts, &self.config)
+                                .await?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Resolves the lock of transaction `start_ts` found at `addr`. Returns `false` if the owner
     /// is alive and within its TTL (the caller should wait), `true` once the lock is gone.
     pub(crate) async fn resolve_lock(
@@ -153,6 +207,31 @@ impl<S: RowStore> ClientInner<S> {
             }
             TxnStatus::Locked { .. } | TxnStatus::NotFound => Ok(false),
         }
+    }
+}
+
+impl<S: RowStore> Client<S> {
+    /// Finds out, and makes final, what happened to a transaction whose `commit` returned
+    /// [`Error::CommitUndetermined`]: committed (at which timestamp) or rolled back. A
+    /// transaction of this client that is still pending is rolled back (its commit has
+    /// returned, so nothing drives it forward); one of another client is settled as a reader
+    /// would settle it — rolled forward if its primary committed, rolled back once its owner is
+    /// dead or its lock expired. Errors other than `CommitUndetermined` are `InvalidInput`.
+    pub async fn settle(&self, error: &Error) -> Result<Settled> {
+        match error {
+            Error::CommitUndetermined {
+                start_ts, primary, ..
+            } => self.inner.settle(primary, *start_ts).await,
+            other => Err(Error::InvalidInput(format!(
+                "settle needs a CommitUndetermined error, not: {other}"
+            ))),
+        }
+    }
+
+    /// [`Self::settle`] from the parts of the error: transaction `start_ts` whose primary cell is
+    /// `primary`.
+    pub async fn settle_transaction(&self, primary: &CellAddr, start_ts: u64) -> Result<Settled> {
+        self.inner.settle(primary, start_ts).await
     }
 }
 
