@@ -180,7 +180,7 @@ impl RowStore for EtcdStore {
 
     fn limits(&self) -> StoreLimits {
         let ops = self.client.config().max_txn_ops;
-        StoreLimits::new(MAX_KEY_BYTES, MAX_VALUE_BYTES, 4096)
+        StoreLimits::new(MAX_KEY_BYTES, MAX_VALUE_BYTES, 16 * 1024)
             .with_persistent(true)
             .with_durable_after_sync(true)
             .with_distributed(true)

@@ -36,6 +36,7 @@ async fn leader_sigkill_mid_workload() {
         .with_lock_wait_timeout(Duration::from_secs(60))
         .with_max_attempts(10_000);
     let setup = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(txn_config.clone())
         .build()
         .await
@@ -53,6 +54,7 @@ async fn leader_sigkill_mid_workload() {
     let mut tasks = Vec::new();
     for w in 0..WORKERS {
         let client = Client::builder(Arc::clone(&store))
+            .local_oracle()
             .config(txn_config.clone())
             .build()
             .await
@@ -129,6 +131,7 @@ async fn leader_sigkill_mid_workload() {
 
     // Every lock resolves; the total is conserved; every acknowledged transfer is there.
     let checker = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(TxnConfig::default().with_lock_ttl(Duration::from_millis(500)))
         .build()
         .await

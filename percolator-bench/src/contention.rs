@@ -250,10 +250,11 @@ pub async fn run<S: RowStore>(
     oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
     config: &ContentionConfig,
 ) -> Result<ContentionReport> {
-    let mut builder = Client::builder(Arc::clone(&store));
-    if let Some(oracle) = oracle {
-        builder = builder.oracle(oracle);
-    }
+    // The benchmark is the only process on its store: without a shared oracle, the local one.
+    let builder = match oracle {
+        Some(oracle) => Client::builder(Arc::clone(&store)).oracle(oracle),
+        None => Client::builder(Arc::clone(&store)).local_oracle(),
+    };
     let client = builder.build().await?;
     let mut points = Vec::new();
     let mut total_commits = 0;

@@ -203,10 +203,11 @@ pub async fn run_with_oracle<S: RowStore>(
     oracle: Option<Arc<dyn TimestampOracle>>,
     config: &MicroConfig,
 ) -> Result<MicroReport> {
-    let mut builder = Client::builder(Arc::clone(&store));
-    if let Some(oracle) = oracle {
-        builder = builder.oracle(oracle);
-    }
+    // The benchmark is the only process on its store: without a shared oracle, the local one.
+    let builder = match oracle {
+        Some(oracle) => Client::builder(Arc::clone(&store)).oracle(oracle),
+        None => Client::builder(Arc::clone(&store)).local_oracle(),
+    };
     let client = builder.build().await?;
     let rows = config.rows.max(1);
     // Preload both key spaces so that reads find data.

@@ -76,11 +76,10 @@ pub async fn run<S: RowStore>(
     oracle: Option<Arc<dyn TimestampOracle>>,
     args: &BankArgs,
 ) -> Result<ExitCode, CliError> {
-    let mut builder = Client::builder(Arc::clone(&store)).config(config(args.durable));
-    if let Some(oracle) = oracle {
-        builder = builder.oracle(oracle);
-    }
-    let client = builder.build().await?;
+    let client = crate::client_builder(&store, &oracle)
+        .config(config(args.durable))
+        .build()
+        .await?;
     let leftovers = resolve_leftovers(&client).await?;
     let (sum, count) = workload::total(&client).await?;
     if count == 0 {

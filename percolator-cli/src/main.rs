@@ -114,7 +114,9 @@ pub async fn dispatch<S: percolator_core::RowStore>(
 }
 
 /// A client builder on `store` with the oracle every client of this process must use on it
-/// (`None`: the store's process-wide local oracle).
+/// (`None`: the store's process-wide local oracle — each `percolator` command is the one
+/// process allocating timestamps on its store; on a shared store the oracle's lease refuses a
+/// second one instead of letting it break snapshot isolation).
 pub fn client_builder<S: percolator_core::RowStore>(
     store: &std::sync::Arc<S>,
     oracle: &Option<std::sync::Arc<dyn percolator_core::TimestampOracle>>,
@@ -122,6 +124,6 @@ pub fn client_builder<S: percolator_core::RowStore>(
     let builder = percolator_core::Client::builder(std::sync::Arc::clone(store));
     match oracle {
         Some(oracle) => builder.oracle(std::sync::Arc::clone(oracle)),
-        None => builder,
+        None => builder.local_oracle(),
     }
 }

@@ -152,6 +152,18 @@ pub enum Error {
     /// Stored transaction metadata (lock or write record) cannot be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+    /// The store can be shared by several processes, and the client was built without an
+    /// explicit oracle: per-process oracles on a shared store would hand out interleaved
+    /// timestamps. Nothing was written.
+    #[error(
+        "store {store} can be shared by several processes: build the client with the one oracle \
+         every process uses (`ClientBuilder::oracle`; PD's TSO, `PdOracle`, on TiKV) or, if this \
+         process is the only one allocating timestamps on it, `ClientBuilder::local_oracle()`"
+    )]
+    OracleRequired {
+        /// The store (name and id).
+        store: String,
+    },
     /// The timestamp oracle failed.
     #[error("timestamp oracle: {0}")]
     Oracle(String),

@@ -114,10 +114,11 @@ impl<S: RowStore> PercolatorEngine<S> {
             .with_scanners(2)
             .with_max_concurrent_runs(16)
             .with_idle_sleep_max(Duration::from_millis(5));
-        let mut client = Client::builder(store);
-        if let Some(oracle) = oracle {
-            client = client.oracle(oracle);
-        }
+        // The benchmark is the only process on its store: without a shared oracle, the local one.
+        let client = match oracle {
+            Some(oracle) => Client::builder(store).oracle(oracle),
+            None => Client::builder(store).local_oracle(),
+        };
         let runtime = Runtime::start(client, observers, config).await?;
         Ok(Self { runtime, scale })
     }

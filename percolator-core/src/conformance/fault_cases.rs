@@ -285,6 +285,7 @@ pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
         .with_lock_ttl(Duration::from_secs(600))
         .with_worker_lease(Duration::from_millis(300));
     let owner = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(long_ttl)
         .build()
         .await
@@ -296,6 +297,7 @@ pub async fn dead_owner_cleaned_before_ttl<F: StoreFactory>(factory: &F) {
     drop(owner); // the process dies: its lease is no longer refreshed
     tokio::time::sleep(Duration::from_millis(600)).await;
     let reader = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(fast_config().with_lock_wait_timeout(Duration::from_secs(5)))
         .build()
         .await
@@ -315,6 +317,7 @@ pub async fn live_lock_times_out_reader<F: StoreFactory>(factory: &F) {
     let pending = tokio::spawn(t.commit());
     reached.recv().await.unwrap();
     let impatient = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(fast_config().with_lock_wait_timeout(Duration::from_millis(700)))
         .build()
         .await

@@ -39,6 +39,7 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let config = fast_config().with_lock_ttl(Duration::from_millis(150));
     let setup = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(config.clone())
         .build()
         .await
@@ -73,6 +74,7 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
     for w in 0..WORKERS {
         // Two workers share each client, so crashing and healthy commits mix within a client.
         let client = Client::builder(Arc::clone(&store))
+            .local_oracle()
             .config(config.clone())
             .commit_hook(crash.clone())
             .build()
@@ -126,6 +128,7 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
     assert!(snapshot_reads.load(Ordering::Relaxed) > 0);
 
     let checker = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(config)
         .build()
         .await
@@ -155,6 +158,7 @@ pub async fn durable_concurrent_commits<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let config = fast_config().with_durable_commits(true);
     let setup = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(config)
         .build()
         .await

@@ -137,6 +137,7 @@ pub async fn patient_client<S: RowStore>(store: &Arc<S>) -> Client<S> {
 /// A client with `config`.
 pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Client<S> {
     Client::builder(Arc::clone(store))
+        .local_oracle()
         .config(config)
         .build()
         .await
@@ -195,6 +196,8 @@ macro_rules! conformance_tests {
             fault_settle_undetermined_commits => fault_cases::settle_undetermined_commits,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
             oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
+            oracle_second_oracle_never_interleaves => oracle_cases::second_oracle_never_interleaves,
+            oracle_shared_store_needs_an_explicit_oracle => oracle_cases::shared_store_needs_an_explicit_oracle,
             oracle_survives_lost_answers_and_failed_syncs => oracle_cases::survives_lost_answers_and_failed_syncs,
             oracle_shared_by_store_id => oracle_cases::shared_by_store_id,
             invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,

@@ -1,8 +1,10 @@
-//! The timestamp oracle: strictly increasing under concurrency and across restarts, and one
-//! shared oracle per store id.
+//! The timestamp oracle: strictly increasing under concurrency and across restarts, one shared
+//! oracle per store id, a second oracle never interleaving with the first (the lease), and no
+//! per-process oracle by default on a store several processes can share.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::Rng as _;
 
@@ -11,6 +13,7 @@ use super::faulty::{FaultyStore, is_oracle_mark};
 use crate::error::Error;
 use crate::oracle::{LocalOracle, TimestampOracle, shared_local_oracle};
 use crate::store::RowStore;
+use crate::txn::Client;
 
 pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
@@ -52,27 +55,149 @@ pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
         "a timestamp at or above the persisted mark was handed out"
     );
 
-    // A second oracle on the same store is detected instead of interleaving ranges.
+    // A second oracle on the same store in this process is refused at open: it could never
+    // serve without interleaving with the first.
+    drop(oracle);
     let o1 = LocalOracle::with_window(Arc::clone(&store), 16)
         .await
         .unwrap();
     o1.timestamp().await.unwrap();
-    let o2 = LocalOracle::with_window(Arc::clone(&store), 16)
+    assert!(
+        matches!(
+            LocalOracle::with_window(Arc::clone(&store), 16).await,
+            Err(Error::Oracle(_))
+        ),
+        "a second oracle opened on a store that has one"
+    );
+}
+
+/// Two oracles on one store never interleave: on a store several processes can share, a
+/// second oracle (standing for another process: it does not know the first) gets the store
+/// only once the first has let go — released it, or gone silent for a whole lease — and then
+/// every timestamp it hands out is above every one the first handed out, and the first, used
+/// again, stops with `Error::Oracle` instead of serving. On stores one process owns the second
+/// is refused at open.
+pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let lease = Duration::from_millis(400);
+    let first = LocalOracle::with_lease(Arc::clone(&store), 8, lease)
         .await
         .unwrap();
-    let first_of_o2 = o2.timestamp().await.unwrap();
-    let mut detected = false;
-    for _ in 0..64 {
-        match o1.timestamp().await {
-            Ok(ts) => assert!(ts < first_of_o2, "o1 handed out {ts} inside o2's range"),
-            Err(Error::Oracle(_)) => {
-                detected = true;
-                break;
-            }
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+    let mut handed = vec![first.timestamp().await.unwrap()];
+    if !store.limits().distributed {
+        assert!(matches!(
+            LocalOracle::with_lease(Arc::clone(&store), 8, lease).await,
+            Err(Error::Oracle(_))
+        ));
+        return;
     }
-    assert!(detected, "two oracles on one store went unnoticed");
+    // The first keeps serving (and renewing) while a second, of "another process", tries to
+    // take over: the second is kept out for as long as the first renews.
+    let other_process = Arc::new(ForeignStore(Arc::clone(&store), "B"));
+    // Longer than a newcomer's patience (three leases and two seconds).
+    let keep_serving = async {
+        let until = std::time::Instant::now() + lease * 10;
+        while std::time::Instant::now() < until {
+            handed.push(first.timestamp().await.unwrap());
+            tokio::time::sleep(lease / 10).await;
+        }
+    };
+    let (_, blocked) = tokio::join!(
+        keep_serving,
+        LocalOracle::with_lease(Arc::clone(&other_process), 8, lease)
+    );
+    assert!(
+        matches!(blocked, Err(Error::Oracle(_))),
+        "a second oracle got the store while the first was serving and renewing"
+    );
+    // The first goes silent (a crashed process): after its lease the second takes over, above
+    // everything the first handed out, and the first never serves again.
+    let second = LocalOracle::with_lease(Arc::clone(&other_process), 8, lease)
+        .await
+        .unwrap();
+    let max_first = *handed.iter().max().unwrap();
+    let from_second = second.timestamp().await.unwrap();
+    assert!(
+        from_second > max_first,
+        "the second oracle handed out {from_second}, not above the first's {max_first}"
+    );
+    match first.timestamp().await {
+        Ok(ts) => panic!("the deposed oracle handed out {ts} after {from_second}"),
+        Err(Error::Oracle(_)) => {}
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    // A released store is taken over at once.
+    second.release().await.unwrap();
+    let third = LocalOracle::with_lease(Arc::new(ForeignStore(Arc::clone(&store), "C")), 8, lease);
+    let third = tokio::time::timeout(lease / 2, third)
+        .await
+        .expect("a released store is taken over without waiting out the lease")
+        .unwrap();
+    assert!(third.timestamp().await.unwrap() > from_second);
+}
+
+/// On a store several processes can share, a client needs an explicitly chosen oracle: a
+/// per-process default would interleave with other processes' timestamps.
+pub async fn shared_store_needs_an_explicit_oracle<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let built = Client::builder(Arc::clone(&store)).build().await;
+    if store.limits().distributed {
+        assert!(
+            matches!(built, Err(Error::OracleRequired { .. })),
+            "a client on a shared store got a per-process oracle by default"
+        );
+        assert!(matches!(
+            Client::open(Arc::clone(&store)).await,
+            Err(Error::OracleRequired { .. })
+        ));
+        let explicit = Client::builder(Arc::clone(&store))
+            .local_oracle()
+            .build()
+            .await
+            .unwrap();
+        explicit.begin().await.unwrap();
+    } else {
+        built.unwrap().begin().await.unwrap();
+    }
+}
+
+/// The same store seen from "another process": a wrapper with another store id, so that the
+/// in-process registry of oracles does not recognise it (two processes share no memory).
+struct ForeignStore<S: RowStore>(Arc<S>, &'static str);
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait::async_trait]
+impl<S: RowStore> RowStore for ForeignStore<S> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn limits(&self) -> crate::store::StoreLimits {
+        self.0.limits()
+    }
+    fn store_id(&self) -> String {
+        format!("{} seen from process {}", self.0.store_id(), self.1)
+    }
+    async fn read_row(
+        &self,
+        request: crate::store::ReadRow,
+    ) -> std::result::Result<Vec<Vec<crate::store::Cell>>, crate::error::StoreError> {
+        self.0.read_row(request).await
+    }
+    async fn scan(
+        &self,
+        request: crate::store::Scan,
+    ) -> std::result::Result<Vec<crate::store::RowCells>, crate::error::StoreError> {
+        self.0.scan(request).await
+    }
+    async fn mutate_rows(
+        &self,
+        batch: Vec<crate::store::RowMutation>,
+    ) -> std::result::Result<Vec<crate::store::MutationOutcome>, crate::error::StoreError> {
+        self.0.mutate_rows(batch).await
+    }
+    async fn sync(&self) -> std::result::Result<(), crate::error::StoreError> {
+        self.0.sync().await
+    }
 }
 
 pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {

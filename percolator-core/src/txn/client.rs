@@ -52,6 +52,8 @@ impl<S: RowStore> Drop for ClientInner<S> {
 pub struct ClientBuilder<S: RowStore> {
     store: Arc<S>,
     oracle: Option<Arc<dyn TimestampOracle>>,
+    /// The caller chose the process-wide local oracle explicitly.
+    local_oracle: bool,
     config: TxnConfig,
     faults: Faults,
     observed: notify::ObservedSet,
@@ -77,8 +79,9 @@ impl<S: RowStore> ClientBuilder<S> {
         self
     }
 
-    /// Uses `oracle` instead of the store's process-wide [`crate::oracle::LocalOracle`]
-    /// ([`crate::oracle::shared_local_oracle`]).
+    /// Uses `oracle`: the one every process on this store uses (PD's TSO on TiKV, the oracle
+    /// service's `RemoteOracle`), instead of the store's process-wide
+    /// [`crate::oracle::LocalOracle`] ([`crate::oracle::shared_local_oracle`]).
     pub fn oracle(mut self, oracle: Arc<dyn TimestampOracle>) -> Self {
         self.oracle = Some(oracle);
         self
@@ -98,11 +101,31 @@ impl<S: RowStore> ClientBuilder<S> {
         self
     }
 
-    /// Registers the worker's liveness lease and starts refreshing it.
+    /// Uses the store's process-wide [`crate::oracle::LocalOracle`], on a store that several
+    /// processes could share too: the caller states that this process is the only one
+    /// allocating timestamps on it. (The oracle's lease keeps a second process from breaking
+    /// snapshot isolation — it is refused — but it cannot make two processes work at once.)
+    /// Stores one process owns (mem, sled) use it without being asked.
+    pub fn local_oracle(mut self) -> Self {
+        self.local_oracle = true;
+        self
+    }
+
+    /// Registers the worker's liveness lease and starts refreshing it. On a store that several
+    /// processes can share ([`crate::StoreLimits::distributed`]), a client needs an oracle
+    /// chosen explicitly ([`Self::oracle`] or [`Self::local_oracle`]):
+    /// [`crate::Error::OracleRequired`] otherwise.
     pub async fn build(self) -> Result<Client<S>> {
         let oracle = match self.oracle {
             Some(o) => o,
-            None => crate::oracle::shared_local_oracle(&self.store).await?,
+            None if self.local_oracle || !self.store.limits().distributed => {
+                crate::oracle::shared_local_oracle(&self.store).await?
+            }
+            None => {
+                return Err(crate::Error::OracleRequired {
+                    store: format!("{} ({})", self.store.name(), self.store.store_id()),
+                });
+            }
         };
         let worker_id = random_id();
         let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
@@ -168,13 +191,16 @@ impl<S: RowStore> Client<S> {
         ClientBuilder {
             store,
             oracle: None,
+            local_oracle: false,
             config: TxnConfig::default(),
             faults: Faults::default(),
             observed: notify::ObservedSet::default(),
         }
     }
 
-    /// A client with the store's process-wide local oracle and the default configuration.
+    /// A client with the default configuration and the store's process-wide local oracle — on a
+    /// store one process owns; a shared one needs [`Self::builder`] with an explicit oracle
+    /// ([`crate::Error::OracleRequired`]).
     pub async fn open(store: Arc<S>) -> Result<Self> {
         Self::builder(store).build().await
     }
@@ -222,7 +248,13 @@ impl<S: RowStore> Client<S> {
         }
         StoreLiveness::new(Arc::clone(&self.inner.store))
             .deregister(self.inner.worker_id)
-            .await
+            .await?;
+        // The oracle's last user lets go of its hold on a shared store, so that the next
+        // process takes over at once instead of waiting out the lease.
+        if Arc::strong_count(&self.inner.oracle) == 1 {
+            self.inner.oracle.release().await?;
+        }
+        Ok(())
     }
 
     /// The status of transaction `start_ts` whose primary is `primary`, without cleaning up.

@@ -37,7 +37,9 @@ pub fn test_runtime_config() -> RuntimeConfig {
 
 /// The runtime's client for the suite: short lock TTLs ([`fast_config`]).
 pub fn test_client<S: RowStore>(store: &Arc<S>) -> ClientBuilder<S> {
-    Client::builder(Arc::clone(store)).config(fast_config())
+    Client::builder(Arc::clone(store))
+        .local_oracle()
+        .config(fast_config())
 }
 
 /// Starts a runtime with the suite's settings.
@@ -50,6 +52,7 @@ pub async fn start<S: RowStore>(store: &Arc<S>, observers: Observers<S>) -> Runt
 /// A writer client declaring `columns` as observed.
 pub async fn writer<S: RowStore>(store: &Arc<S>, columns: &[ObservedColumn]) -> Client<S> {
     Client::builder(Arc::clone(store))
+        .local_oracle()
         .config(fast_config())
         .observe_all(columns)
         .build()

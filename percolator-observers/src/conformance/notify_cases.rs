@@ -266,6 +266,7 @@ pub async fn weak_storm_stays_bounded<F: StoreFactory>(factory: &F) {
 /// A writer that writes `obs/a:x` (primary) and the observed `obs/b:v` = 7, and "dies" at `step`.
 async fn crashed_writer<S: RowStore>(store: &Arc<S>, step: CommitStep) -> Client<S> {
     let w = Client::builder(Arc::clone(store))
+        .local_oracle()
         .config(fast_config())
         .observe_all(&counting::<S>().observed_columns())
         .commit_hook(Arc::new(CrashAt(step)))
@@ -336,6 +337,7 @@ pub async fn late_writer_not_swallowed<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
     let w = Client::builder(Arc::clone(&store))
+        .local_oracle()
         .config(fast_config().with_lock_ttl(Duration::from_secs(60)))
         .commit_hook(hook)
         .build()
