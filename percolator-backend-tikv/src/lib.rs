@@ -399,6 +399,11 @@ impl<A: KvApi> RowStore for TikvStore<A> {
         self.id.clone()
     }
 
+    /// PD's TSO ([`PdOracle`]): every process on the cluster takes its timestamps there.
+    fn cluster_oracle(&self) -> Option<Arc<dyn percolator_core::TimestampOracle>> {
+        Some(Arc::new(PdOracle::new(Arc::clone(&self.api))))
+    }
+
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         let mut txn = self.api.snapshot().await.map_err(store_error)?;
         let mut out = Vec::with_capacity(request.reads.len());
