@@ -21,7 +21,7 @@
 //! is sent.
 
 use bytes::Bytes;
-use percolator_core::{Condition, Mutation, MutationOutcome, RowMutation, StoreError, TsRange};
+use percolator_core::{Condition, Mutation, MutationOutcome, RowMutation, StoreError};
 use prost::Message as _;
 
 use crate::keys::{Layout, after};
@@ -103,10 +103,8 @@ struct Ops {
 impl Ops {
     fn point(&mut self, key: Bytes, value: Option<Bytes>) {
         let mut carved = Vec::with_capacity(self.ranges.len() + 1);
-        let mut covered = false;
         for (start, end) in self.ranges.drain(..) {
             if start.as_slice() <= key.as_ref() && key.as_ref() < end.as_slice() {
-                covered = true;
                 carved.push((start, key.to_vec()));
                 carved.push((after(&key), end));
             } else {
@@ -114,14 +112,9 @@ impl Ops {
             }
         }
         self.ranges = carved.into_iter().filter(|(s, e)| s < e).collect();
+        // The last operation on a key wins (a delete inside a carved-out range is explicit).
         self.points.retain(|(k, _)| *k != key);
-        match value {
-            Some(v) => self.points.push((key, Some(v))),
-            // A delete of a key a range delete already covered is carved out above; delete it
-            // explicitly.
-            None => self.points.push((key, None)),
-        }
-        let _ = covered;
+        self.points.push((key, value));
     }
 
     fn range(&mut self, start: Bytes, end: Bytes) {
@@ -392,12 +385,6 @@ pub(crate) fn outcome(
             .into(),
         source: None,
     })
-}
-
-/// Whether `ts` selects nothing (re-exported for the read path's symmetry).
-#[allow(dead_code)]
-pub(crate) fn empty(ts: TsRange) -> bool {
-    ts.is_empty()
 }
 
 #[cfg(test)]
