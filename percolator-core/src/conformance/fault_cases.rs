@@ -500,6 +500,25 @@ fn counter(value: Option<Bytes>) -> u64 {
     })
 }
 
+/// Commits `txn` while every read fails and `arm(store, n)` faults the next `n` commit batches;
+/// disarms both afterwards.
+async fn commit_unreadable<S: RowStore>(
+    store: &FaultyStore<S>,
+    txn: crate::txn::Transaction<FaultyStore<S>>,
+    arm: impl Fn(&FaultyStore<S>, usize),
+) -> crate::error::Result<crate::txn::CommitInfo> {
+    let unreadable = FaultRates {
+        read_failure: 1.0,
+        ..FaultRates::NONE
+    };
+    arm(store, 1_000);
+    store.set_random_faults(unreadable, fault_seed("settle"));
+    let outcome = txn.commit().await;
+    store.clear_random_faults();
+    arm(store, 0);
+    outcome
+}
+
 /// `Client::settle` after `CommitUndetermined`, on a multi-row and a single-row transaction:
 /// - the primary commit applied but every answer was lost and the status reads failed: settle
 ///   finds it committed, at the timestamp readers see;
@@ -509,21 +528,13 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let c = client(&store).await;
     seed(&c).await;
-    let unreadable = FaultRates {
-        read_failure: 1.0,
-        ..FaultRates::NONE
-    };
 
     // 1. Applied, answers lost, status unreadable.
     let t = writer(&c).await;
-    store.lose_answers(1_000, Box::new(is_commit));
-    store.set_random_faults(unreadable, fault_seed("settle"));
-    let err = t
-        .commit()
+    let lose = |s: &FaultyStore<F::Store>, n: usize| s.lose_answers(n, Box::new(is_commit));
+    let err = commit_unreadable(&store, t, lose)
         .await
         .expect_err("no answer, no status: undetermined");
-    store.clear_random_faults();
-    store.lose_answers(0, Box::new(is_commit));
     let Error::CommitUndetermined { primary, .. } = &err else {
         panic!("expected CommitUndetermined, got {err}");
     };
@@ -557,14 +568,10 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
         t2.set(TABLE, r, "v", "lost").unwrap();
     }
     let before = store.sent();
-    store.drop_batches(1_000, Box::new(is_commit));
-    store.set_random_faults(unreadable, fault_seed("settle"));
-    let err = t2
-        .commit()
+    let drop = |s: &FaultyStore<F::Store>, n: usize| s.drop_batches(n, Box::new(is_commit));
+    let err = commit_unreadable(&store, t2, drop)
         .await
         .expect_err("never applied, status unreadable");
-    store.clear_random_faults();
-    store.drop_batches(0, Box::new(is_commit));
     assert!(matches!(err, Error::CommitUndetermined { .. }), "{err}");
     assert_eq!(c.settle(&err).await.unwrap(), Settled::RolledBack);
     // A commit request that arrives late cannot revive it.
@@ -592,11 +599,8 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
                     .any(|c| matches!(c, Condition::NoSnapshotReadSince { .. }))
             })
     };
-    store.lose_answers(1_000, Box::new(committing));
-    store.set_random_faults(unreadable, fault_seed("settle"));
-    let outcome = single.commit().await;
-    store.clear_random_faults();
-    store.lose_answers(0, Box::new(committing));
+    let lose = |s: &FaultyStore<F::Store>, n: usize| s.lose_answers(n, Box::new(committing));
+    let outcome = commit_unreadable(&store, single, lose).await;
     let seen = match outcome {
         Ok(_) => Some("single"),
         Err(err @ Error::CommitUndetermined { .. }) => match c.settle(&err).await.unwrap() {

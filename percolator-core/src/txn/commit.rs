@@ -135,7 +135,8 @@ impl<S: RowStore> Client<S> {
             });
         };
         let row_count = rows.len();
-        let max_rows = self.inner.store.limits().max_batch_rows;
+        let limits = self.inner.store.limits();
+        let max_rows = limits.max_batch_rows;
         if row_count > max_rows || notify_only.len() > max_rows {
             // Checked before anything is locked: the secondary batches could not be sent.
             return Err(Error::TooLarge {
@@ -147,7 +148,7 @@ impl<S: RowStore> Client<S> {
         // A row's prewrite checks two conditions per column (three counting one phase's) and puts
         // data, lock and notify cells: a store that caps operations per row mutation (etcd's
         // `--max-txn-ops`) must be able to take every row before any lock is written.
-        let max_row_ops = self.inner.store.limits().max_row_ops;
+        let max_row_ops = limits.max_row_ops;
         if let Some(row) = rows.iter().find(|r| prewrite_ops(r) > max_row_ops) {
             return Err(Error::TooLarge {
                 what: "store operations of one row's prewrite (2 per written column, plus notifications)",
