@@ -22,8 +22,10 @@ struct State {
 }
 
 impl State {
+    /// PD's layout: milliseconds on this machine's clock above an 18-bit logical counter.
     fn next_ts(&mut self) -> u64 {
-        self.ts += 1;
+        use percolator_core::oracle::{Clock as _, SystemClock, time};
+        self.ts = (self.ts + 1).max(time::first_of_ms(SystemClock.now_ms()));
         self.ts
     }
 

@@ -1,37 +1,32 @@
 //! Worker liveness: the replacement for the paper's Chubby tokens.
 //!
-//! Every [`crate::Client`] registers a worker id with a **lease** (a wall-clock deadline) in the
-//! reserved workers table and refreshes it in the background. Locks carry their owner's worker id;
-//! a cleaner that finds a lock asks [`Liveness::is_alive`] and may roll the transaction back at once
-//! if the owner's lease has run out, without waiting for the lock's own TTL. A crashed process
-//! simply stops refreshing, so its lease expires.
+//! Every [`crate::Client`] registers a worker id with a **lease** (a deadline in oracle time,
+//! [`crate::oracle::time`]) in the reserved workers table and refreshes it in the background.
+//! Locks carry their owner's worker id; a cleaner that finds a lock asks [`Liveness::is_alive`]
+//! and may roll the transaction back at once if the owner's lease has run out, without waiting
+//! for the lock's own TTL. A crashed process simply stops refreshing, so its lease expires.
+//! Deadline and check are both oracle time, so machines whose wall clocks disagree agree on
+//! when a lease ran out.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::oracle::OracleClock;
 use crate::store::{Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore};
 use crate::tables::WORKERS_TABLE;
 
 const LEASE_COLUMN: &[u8] = b"lease_until_ms";
 
-/// Milliseconds since the Unix epoch (0 if the clock is before 1970).
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// Answers whether the worker that owns a lock is still running.
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait Liveness: Send + Sync + 'static {
-    /// Whether `worker` holds an unexpired lease.
-    async fn is_alive(&self, worker: u64) -> Result<bool>;
+    /// Whether `worker` holds a lease that has not run out at oracle time `now_ms`.
+    async fn is_alive(&self, worker: u64, now_ms: u64) -> Result<bool>;
 }
 
 /// Leases stored in the reserved workers table of a [`RowStore`].
@@ -45,9 +40,11 @@ impl<S: RowStore> StoreLiveness<S> {
         Self { store }
     }
 
-    /// Writes (or refreshes) `worker`'s lease to end `lease` from now.
-    pub async fn register(&self, worker: u64, lease: Duration) -> Result<()> {
-        let until = now_ms().saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX));
+    /// Writes (or refreshes) `worker`'s lease to end `lease` from now in oracle time (`clock`).
+    pub async fn register(&self, worker: u64, clock: &OracleClock, lease: Duration) -> Result<()> {
+        let until = clock
+            .now_ms()
+            .saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX));
         self.store
             .mutate_rows(vec![RowMutation {
                 table: Bytes::from_static(WORKERS_TABLE),
@@ -84,7 +81,7 @@ impl<S: RowStore> StoreLiveness<S> {
 
 #[async_trait]
 impl<S: RowStore> Liveness for StoreLiveness<S> {
-    async fn is_alive(&self, worker: u64) -> Result<bool> {
+    async fn is_alive(&self, worker: u64, now_ms: u64) -> Result<bool> {
         let cells = self
             .store
             .read_row(ReadRow {
@@ -107,6 +104,6 @@ impl<S: RowStore> Liveness for StoreLiveness<S> {
                 cell.value.len()
             ))
         })?;
-        Ok(u64::from_be_bytes(bytes) >= now_ms())
+        Ok(u64::from_be_bytes(bytes) >= now_ms)
     }
 }

@@ -103,16 +103,17 @@ pub struct LockRecord {
     pub primary: CellAddr,
     /// Worker id of the owner (see [`crate::liveness`]).
     pub owner: u64,
-    /// Wall-clock milliseconds of the owner's last heartbeat on this lock.
-    pub wall_ms: u64,
-    /// Milliseconds after `wall_ms` at which the lock may be cleaned up even if the owner lives.
+    /// Oracle time ([`crate::oracle::time`]) of the owner's last write of this lock (prewrite or
+    /// heartbeat), in milliseconds.
+    pub oracle_ms: u64,
+    /// Milliseconds after `oracle_ms` at which the lock may be cleaned up even if the owner lives.
     pub ttl_ms: u64,
 }
 
 impl LockRecord {
-    /// Whether the lock's TTL has run out at wall time `now_ms`.
+    /// Whether the lock's TTL has run out at oracle time `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
-        now_ms > self.wall_ms.saturating_add(self.ttl_ms)
+        now_ms > self.oracle_ms.saturating_add(self.ttl_ms)
     }
 
     /// Serializes the record.
@@ -128,7 +129,7 @@ impl LockRecord {
             out.put_slice(part);
         }
         out.put_u64_le(self.owner);
-        out.put_u64_le(self.wall_ms);
+        out.put_u64_le(self.oracle_ms);
         out.put_u64_le(self.ttl_ms);
         out.freeze()
     }
@@ -148,14 +149,14 @@ impl LockRecord {
         let row = r.slice()?;
         let column = r.slice()?;
         let owner = r.u64()?;
-        let wall_ms = r.u64()?;
+        let oracle_ms = r.u64()?;
         let ttl_ms = r.u64()?;
         r.finish("lock")?;
         Ok(Self {
             kind,
             primary: CellAddr { table, row, column },
             owner,
-            wall_ms,
+            oracle_ms,
             ttl_ms,
         })
     }
@@ -335,7 +336,7 @@ mod tests {
             kind: WriteKind::Delete,
             primary: CellAddr::new(&b"t"[..], &b"\x00\xff"[..], &b""[..]),
             owner: 42,
-            wall_ms: 1_700_000_000_000,
+            oracle_ms: 1_700_000_000_000,
             ttl_ms: 3000,
         };
         assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
@@ -398,7 +399,7 @@ mod tests {
             kind: WriteKind::Put,
             primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
             owner: 1,
-            wall_ms: 2,
+            oracle_ms: 2,
             ttl_ms: 3,
         }
         .encode()

@@ -200,6 +200,7 @@ macro_rules! conformance_tests {
             oracle_shared_store_needs_an_explicit_oracle => oracle_cases::shared_store_needs_an_explicit_oracle,
             oracle_survives_lost_answers_and_failed_syncs => oracle_cases::survives_lost_answers_and_failed_syncs,
             oracle_shared_by_store_id => oracle_cases::shared_by_store_id,
+            oracle_timestamps_carry_oracle_time => oracle_cases::timestamps_carry_oracle_time,
             invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,
             invariant_durable_concurrent_commits => invariant_cases::durable_concurrent_commits,
             invariant_bank_transfers_over_faulty_store => invariant_cases::bank_transfers_over_faulty_store,

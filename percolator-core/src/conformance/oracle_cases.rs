@@ -17,9 +17,9 @@ use crate::txn::Client;
 
 pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
-    // A tiny window forces many concurrent refills.
+    // A short window forces many concurrent refills.
     let oracle = Arc::new(
-        LocalOracle::with_window(Arc::clone(&store), 64)
+        LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(25))
             .await
             .unwrap(),
     );
@@ -58,13 +58,13 @@ pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
     // A second oracle on the same store in this process is refused at open: it could never
     // serve without interleaving with the first.
     drop(oracle);
-    let o1 = LocalOracle::with_window(Arc::clone(&store), 16)
+    let o1 = LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(16))
         .await
         .unwrap();
     o1.timestamp().await.unwrap();
     assert!(
         matches!(
-            LocalOracle::with_window(Arc::clone(&store), 16).await,
+            LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(16)).await,
             Err(Error::Oracle(_))
         ),
         "a second oracle opened on a store that has one"
@@ -80,13 +80,13 @@ pub async fn strictly_increasing_concurrently<F: StoreFactory>(factory: &F) {
 pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let lease = Duration::from_millis(400);
-    let first = LocalOracle::with_lease(Arc::clone(&store), 8, lease)
+    let first = LocalOracle::with_lease(Arc::clone(&store), Duration::from_millis(20), lease)
         .await
         .unwrap();
     let mut handed = vec![first.timestamp().await.unwrap()];
     if !store.limits().distributed {
         assert!(matches!(
-            LocalOracle::with_lease(Arc::clone(&store), 8, lease).await,
+            LocalOracle::with_lease(Arc::clone(&store), Duration::from_millis(20), lease).await,
             Err(Error::Oracle(_))
         ));
         return;
@@ -104,7 +104,7 @@ pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
     };
     let (_, blocked) = tokio::join!(
         keep_serving,
-        LocalOracle::with_lease(Arc::clone(&other_process), 8, lease)
+        LocalOracle::with_lease(Arc::clone(&other_process), Duration::from_millis(20), lease)
     );
     assert!(
         matches!(blocked, Err(Error::Oracle(_))),
@@ -112,9 +112,10 @@ pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
     );
     // The first goes silent (a crashed process): after its lease the second takes over, above
     // everything the first handed out, and the first never serves again.
-    let second = LocalOracle::with_lease(Arc::clone(&other_process), 8, lease)
-        .await
-        .unwrap();
+    let second =
+        LocalOracle::with_lease(Arc::clone(&other_process), Duration::from_millis(20), lease)
+            .await
+            .unwrap();
     let max_first = *handed.iter().max().unwrap();
     let from_second = second.timestamp().await.unwrap();
     assert!(
@@ -128,7 +129,11 @@ pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
     }
     // A released store is taken over at once.
     second.release().await.unwrap();
-    let third = LocalOracle::with_lease(Arc::new(ForeignStore(Arc::clone(&store), "C")), 8, lease);
+    let third = LocalOracle::with_lease(
+        Arc::new(ForeignStore(Arc::clone(&store), "C")),
+        Duration::from_millis(20),
+        lease,
+    );
     let third = tokio::time::timeout(lease / 2, third)
         .await
         .expect("a released store is taken over without waiting out the lease")
@@ -227,7 +232,7 @@ pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {
     let mut store = factory.open().await;
     let mut last = 0u64;
     for restart in 0..100 {
-        let oracle = LocalOracle::with_window(Arc::clone(&store), 1_000)
+        let oracle = LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(50))
             .await
             .unwrap();
         let n = rand::rng().random_range(1..40);
@@ -243,7 +248,8 @@ pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {
 
 pub async fn survives_lost_answers_and_failed_syncs<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
-    let oracle = LocalOracle::with_window(Arc::clone(&store), 4)
+    // A 1 ms window and a pause before every call: every call refills.
+    let oracle = LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(1))
         .await
         .unwrap();
     let mut last = 0;
@@ -251,10 +257,12 @@ pub async fn survives_lost_answers_and_failed_syncs<F: StoreFactory>(factory: &F
         assert!(ts > last, "{ts} after {last}");
         last = ts;
     };
+    let pause = || tokio::time::sleep(Duration::from_millis(2));
     take(oracle.timestamp().await.unwrap());
     // The mark's compare-and-swap applies but its answer is lost: the oracle reads it back.
     store.lose_answers(1, Box::new(is_oracle_mark));
     for _ in 0..10 {
+        pause().await;
         take(oracle.timestamp().await.unwrap());
     }
     // The mark is written but the sync fails: the caller gets an error, and the next call
@@ -262,6 +270,7 @@ pub async fn survives_lost_answers_and_failed_syncs<F: StoreFactory>(factory: &F
     let mut failed = false;
     store.fail_syncs(1);
     for _ in 0..10 {
+        pause().await;
         match oracle.timestamp().await {
             Ok(ts) => take(ts),
             Err(Error::Store(_)) => failed = true,
@@ -270,8 +279,68 @@ pub async fn survives_lost_answers_and_failed_syncs<F: StoreFactory>(factory: &F
     }
     assert!(failed, "the injected sync failure was not reported");
     for _ in 0..10 {
+        pause().await;
         take(oracle.timestamp().await.unwrap());
     }
+}
+
+/// A clock a case sets by hand.
+#[derive(Debug, Default)]
+struct ManualClock(std::sync::atomic::AtomicU64);
+
+impl crate::oracle::Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Timestamps carry the oracle's clock (milliseconds above an 18-bit counter), stay strictly
+/// increasing when that clock steps back, and never reach the persisted mark even when the
+/// clock jumps past it.
+pub async fn timestamps_carry_oracle_time<F: StoreFactory>(factory: &F) {
+    use crate::oracle::time::{first_of_ms, physical_ms};
+    let store = factory.open().await;
+    let clock = Arc::new(ManualClock::default());
+    let at = |ms: u64| clock.0.store(ms, std::sync::atomic::Ordering::SeqCst);
+    // Far ahead of every clock, so that the mark left by earlier cases is below it.
+    let base = 4_000_000_000_000;
+    at(base);
+    let config = crate::oracle::OracleConfig::default()
+        .with_window(Duration::from_millis(100))
+        .with_clock(Arc::clone(&clock) as Arc<dyn crate::oracle::Clock>);
+    let oracle = LocalOracle::open_with(Arc::clone(&store), config)
+        .await
+        .unwrap();
+    let first = oracle.timestamp().await.unwrap();
+    assert_eq!(
+        physical_ms(first),
+        base,
+        "a timestamp does not carry the oracle's clock"
+    );
+    at(base + 40);
+    let later = oracle.timestamp().await.unwrap();
+    assert_eq!(physical_ms(later), base + 40);
+    // The clock steps back a minute: timestamps keep increasing from where they were.
+    at(base - 60_000);
+    let mut last = later;
+    for _ in 0..1_000 {
+        let ts = oracle.timestamp().await.unwrap();
+        assert!(ts > last, "{ts} after {last} with the clock stepping back");
+        last = ts;
+    }
+    assert!(physical_ms(last) >= base + 40);
+    // The clock jumps a day ahead: the oracle persists a new mark before serving there.
+    at(base + 86_400_000);
+    let jumped = oracle.timestamp().await.unwrap();
+    assert!(jumped >= first_of_ms(base + 86_400_000));
+    assert!(
+        oracle.limit() > jumped,
+        "served at or above the persisted mark"
+    );
+    // A reopened oracle starts at the persisted mark, above everything handed out.
+    drop(oracle);
+    let reopened = LocalOracle::open(Arc::clone(&store)).await.unwrap();
+    assert!(reopened.timestamp().await.unwrap() > jumped);
 }
 
 /// [`RowStore::store_id`] names the data: different stores have different ids, a wrapper and a

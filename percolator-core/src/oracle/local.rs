@@ -1,11 +1,17 @@
 //! [`LocalOracle`]: timestamps from an in-memory window over a high-water mark persisted in the
 //! store, fenced by a lease on stores that several processes can share.
 //!
-//! ## Windows
-//! Timestamps come from a window `[next, limit)` with one atomic add each. When it is used up,
-//! exactly one caller (a single-flight async mutex) extends it by writing a new mark
-//! `limit + window` (a compare-and-swap on the row it last wrote, then [`RowStore::sync`])
-//! *before* anything below it is handed out. On restart the oracle starts at the persisted mark.
+//! ## Timestamps and windows
+//! Timestamps carry oracle time ([`super::time`]): each is at least the first timestamp of the
+//! current millisecond on the oracle's [`Clock`] and above the previous one (so a clock that
+//! steps back only slows the physical part down). They come from `[next, limit)`, where `limit`
+//! is the **persisted mark**, with one compare-and-swap each. When the clock or the callers
+//! reach the mark, exactly one caller (a single-flight async mutex) persists a new mark a
+//! window ([`OracleConfig::window`], 3 s like PD's) ahead — a compare-and-swap on the row it
+//! last wrote, then [`RowStore::sync`] — *before* anything below it is handed out; the oracle
+//! service calls [`LocalOracle::maintain`] to do that ahead of time. On restart the oracle starts
+//! at the persisted mark, so its timestamps may run up to a window ahead of its clock until the
+//! clock catches up.
 //!
 //! ## The lease (stores with [`crate::StoreLimits::distributed`])
 //! A second oracle on a shared store — another process, opened by mistake — must never hand out
@@ -37,6 +43,7 @@ use bytes::Bytes;
 
 use super::mark::{self, MarkRow};
 use super::registry;
+use super::time::{self, Clock, SystemClock};
 use super::{DEFAULT_WINDOW, TimestampOracle};
 use crate::error::{Error, Result};
 use crate::store::RowStore;
@@ -75,8 +82,73 @@ impl Lease {
         self.valid_until.store(self.nanos(until), Ordering::Release);
     }
 
+    /// How much of the lease is left (zero once it ran out).
+    fn remaining(&self) -> Duration {
+        let now = self.nanos(Instant::now());
+        Duration::from_nanos(self.valid_until.load(Ordering::Acquire).saturating_sub(now))
+    }
+
     fn revoke(&self) {
         self.valid_until.store(0, Ordering::Release);
+    }
+}
+
+/// How a [`LocalOracle`] persists and fences its timestamps.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OracleConfig {
+    /// Oracle time persisted ahead per allocation: the oracle writes (and syncs) its mark once
+    /// per window, and after a restart its timestamps run up to a window ahead of its clock.
+    /// Keep it well above the store's write latency: while a refill is slower than the clock,
+    /// timestamps lag the clock.
+    pub window: Duration,
+    /// How long its hold on a shared store lasts without a write of its row.
+    pub lease: Duration,
+    /// Wait as long as it takes for the store's current oracle to let go (a standby of the
+    /// oracle service) instead of giving up after three leases.
+    pub standby: bool,
+    /// Where it reads physical time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for OracleConfig {
+    fn default() -> Self {
+        Self {
+            window: DEFAULT_WINDOW,
+            lease: DEFAULT_LEASE,
+            standby: false,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl OracleConfig {
+    /// Sets [`Self::window`].
+    #[must_use]
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Sets [`Self::lease`].
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`Self::standby`].
+    #[must_use]
+    pub fn with_standby(mut self, standby: bool) -> Self {
+        self.standby = standby;
+        self
+    }
+
+    /// Sets [`Self::clock`].
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 }
 
@@ -86,9 +158,13 @@ pub struct LocalOracle<S: RowStore> {
     store: Arc<S>,
     store_id: String,
     id: u64,
+    /// The smallest timestamp not handed out yet.
     next: AtomicU64,
+    /// The persisted mark: nothing at or above it is handed out.
     limit: AtomicU64,
+    /// [`OracleConfig::window`] in timestamps.
     window: u64,
+    clock: Arc<dyn Clock>,
     /// Single-flight refill and renewal; holds the row as last written by this oracle.
     refill: tokio::sync::Mutex<Option<Bytes>>,
     /// `None` on stores one process owns.
@@ -114,25 +190,39 @@ impl<S: RowStore> Drop for LocalOracle<S> {
 }
 
 impl<S: RowStore> LocalOracle<S> {
-    /// Opens the oracle with the default window and lease.
+    /// Opens the oracle with the default configuration.
     pub async fn open(store: Arc<S>) -> Result<Self> {
-        Self::with_window(store, DEFAULT_WINDOW).await
+        Self::open_with(store, OracleConfig::default()).await
     }
 
-    /// Opens the oracle, persisting `window` timestamps per allocation.
-    pub async fn with_window(store: Arc<S>, window: u64) -> Result<Self> {
-        Self::with_lease(store, window, DEFAULT_LEASE).await
+    /// Opens the oracle, persisting `window` of oracle time per allocation.
+    pub async fn with_window(store: Arc<S>, window: Duration) -> Result<Self> {
+        Self::open_with(store, OracleConfig::default().with_window(window)).await
     }
 
-    /// Opens the oracle with `window` timestamps per allocation and, on a shared store, a lease
-    /// of `lease` (taking the store over from a silent owner waits that long).
-    pub async fn with_lease(store: Arc<S>, window: u64, lease: Duration) -> Result<Self> {
+    /// Opens the oracle with `window` per allocation and, on a shared store, a lease of `lease`
+    /// (taking the store over from a silent owner waits that long).
+    pub async fn with_lease(store: Arc<S>, window: Duration, lease: Duration) -> Result<Self> {
+        let config = OracleConfig::default()
+            .with_window(window)
+            .with_lease(lease);
+        Self::open_with(store, config).await
+    }
+
+    /// Opens the oracle with `config`; on a shared store this waits until the store's current
+    /// oracle lets go (see the module docs).
+    pub async fn open_with(store: Arc<S>, config: OracleConfig) -> Result<Self> {
+        let window = time::span_of(config.window);
         if window == 0 {
-            return Err(Error::InvalidInput("oracle window must be positive".into()));
-        }
-        if lease < Duration::from_millis(8) {
             return Err(Error::InvalidInput(format!(
-                "oracle lease {lease:?} is too short (at least 8 ms)"
+                "oracle window {:?} must be at least 1 ms",
+                config.window
+            )));
+        }
+        if config.lease < Duration::from_millis(8) {
+            return Err(Error::InvalidInput(format!(
+                "oracle lease {:?} is too short (at least 8 ms)",
+                config.lease
             )));
         }
         let store_id = store.store_id();
@@ -145,13 +235,16 @@ impl<S: RowStore> LocalOracle<S> {
             next: AtomicU64::new(1),
             limit: AtomicU64::new(1),
             window,
+            clock: config.clock,
             refill: tokio::sync::Mutex::new(None),
             lease: None,
         };
         let distributed = oracle.store.limits().distributed;
         let (row_bytes, start) = if distributed {
-            let lease = Lease::new(lease);
-            let (bytes, row, sent) = acquire(oracle.store.as_ref(), id, lease.duration).await?;
+            let lease = Lease::new(config.lease);
+            let patience = (!config.standby).then(|| config.lease * 3 + Duration::from_secs(2));
+            let (bytes, row, sent) =
+                acquire(oracle.store.as_ref(), id, lease.duration, patience).await?;
             lease.granted(sent);
             oracle.lease = Some(lease);
             (Some(bytes), row.mark)
@@ -182,20 +275,47 @@ impl<S: RowStore> LocalOracle<S> {
         self.id
     }
 
-    fn may_serve(&self) -> bool {
+    /// Whether it may serve now without writing its row first: always on a store one process
+    /// owns, while its lease lasts on a shared one.
+    pub fn is_serving(&self) -> bool {
         self.lease.as_ref().is_none_or(Lease::valid)
     }
 
-    /// The first of `count` consecutive timestamps, all below the limit, or the limit that was
-    /// exhausted. One atomic add, no compare-and-swap loop: a caller that overshoots the limit
-    /// just wastes those numbers (they are never handed out).
-    fn try_take_many(&self, count: u64) -> std::result::Result<u64, u64> {
+    /// The first timestamp of the current millisecond on this oracle's clock.
+    fn now_ts(&self) -> u64 {
+        time::first_of_ms(self.clock.now_ms())
+    }
+
+    /// The first of `count` consecutive timestamps, all below the limit and none before the
+    /// current millisecond, or the limit that was in the way.
+    ///
+    /// A caller that already refilled once passes `lag`: if the clock is past even the new mark
+    /// (a refill slower than the clock), the physical part lags the clock instead of stalling
+    /// every caller refill after refill.
+    fn try_take_many(&self, count: u64, lag: bool) -> std::result::Result<u64, u64> {
+        // Every published limit is already persisted, so any number below one is safe to use;
+        // limits only grow, so checking against an older one is conservative.
         let limit = self.limit.load(Ordering::Acquire);
-        let first = self.next.fetch_add(count, Ordering::AcqRel);
-        // Every published limit is already persisted, so any number below one is safe to use.
-        match first.checked_add(count) {
-            Some(end) if end <= limit => Ok(first),
-            _ => Err(limit),
+        let now = self.now_ts();
+        let now = if lag {
+            now.min(limit.saturating_sub(count))
+        } else {
+            now
+        };
+        let mut current = self.next.load(Ordering::Acquire);
+        loop {
+            let first = current.max(now);
+            let end = match first.checked_add(count) {
+                Some(end) if end <= limit => end,
+                _ => return Err(limit),
+            };
+            match self
+                .next
+                .compare_exchange_weak(current, end, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(first),
+                Err(actual) => current = actual,
+            }
         }
     }
 
@@ -244,15 +364,18 @@ impl<S: RowStore> LocalOracle<S> {
         }
     }
 
-    /// Extends the window past `exhausted` (a limit a caller ran into).
-    async fn extend(&self, exhausted: u64) -> Result<()> {
+    /// Persists a mark a window past everything handed out and the current millisecond, unless
+    /// the limit is already above `below`.
+    async fn extend(&self, below: u64) -> Result<()> {
         let mut persisted = self.refill.lock().await;
         let old = self.limit.load(Ordering::Acquire);
-        if old > exhausted {
+        if old > below {
             return Ok(()); // another caller extended the window while we waited
         }
         // Callers that overshot moved `next` past the old limit; the new window starts there.
-        let from = old.max(self.next.load(Ordering::Acquire));
+        let from = old
+            .max(self.next.load(Ordering::Acquire))
+            .max(self.now_ts());
         let new = from
             .checked_add(self.window)
             .ok_or_else(|| Error::Oracle("timestamp space exhausted".into()))?;
@@ -270,10 +393,14 @@ impl<S: RowStore> LocalOracle<S> {
         Ok(())
     }
 
-    /// Renews an expired lease (a write of the row), or finds that another oracle took over.
-    async fn renew(&self) -> Result<()> {
+    /// Renews the lease (a write of the row) if less than `margin` of it is left, or finds that
+    /// another oracle took over.
+    async fn renew(&self, margin: Duration) -> Result<()> {
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
         let mut persisted = self.refill.lock().await;
-        if self.may_serve() {
+        if lease.remaining() > margin {
             return Ok(());
         }
         let (_, row) = Self::own_row(&persisted)?;
@@ -284,6 +411,23 @@ impl<S: RowStore> LocalOracle<S> {
             mark: row.mark,
         };
         self.write_own(&mut persisted, next_row).await
+    }
+
+    /// Keeps the hot path free of store round trips (the oracle service calls it a few times
+    /// per lease): renews the lease once half of it is gone and persists the next window once
+    /// half of this one is used up. An [`Error::Oracle`] means another oracle took over.
+    pub async fn maintain(&self) -> Result<()> {
+        if let Some(lease) = &self.lease {
+            self.renew(lease.duration / 2).await?;
+        }
+        let half_used = self
+            .now_ts()
+            .max(self.next.load(Ordering::Acquire))
+            .saturating_add(self.window / 2);
+        if half_used >= self.limit() {
+            self.extend(half_used).await?;
+        }
+        Ok(())
     }
 
     /// Gives the store up (graceful shutdown): another oracle may take over at once. Using this
@@ -321,8 +465,8 @@ async fn acquire<S: RowStore>(
     store: &S,
     id: u64,
     lease: Duration,
+    patience: Option<Duration>,
 ) -> Result<(Bytes, MarkRow, Instant)> {
-    let patience = lease * 3 + Duration::from_secs(2);
     let began = Instant::now();
     let mut current = mark::read(store).await?;
     let mut unchanged_since = Instant::now();
@@ -355,7 +499,7 @@ async fn acquire<S: RowStore>(
                 }
             }
         }
-        if began.elapsed() >= patience {
+        if patience.is_some_and(|p| began.elapsed() >= p) {
             let owner = row.map_or(0, |r| r.owner);
             return Err(Error::Oracle(format!(
                 "oracle {owner:x} serves the timestamps of this store and keeps renewing its \
@@ -379,22 +523,26 @@ impl<S: RowStore> TimestampOracle for LocalOracle<S> {
     }
 
     fn timestamp_now(&self) -> Option<u64> {
-        if !self.may_serve() {
+        if !self.is_serving() {
             return None;
         }
-        self.try_take_many(1).ok()
+        self.try_take_many(1, false).ok()
     }
 
     async fn timestamps(&self, count: u64) -> Result<u64> {
         let count = count.clamp(1, self.window);
+        let mut refilled = false;
         loop {
-            if !self.may_serve() {
-                self.renew().await?;
+            if !self.is_serving() {
+                self.renew(Duration::ZERO).await?;
                 continue;
             }
-            match self.try_take_many(count) {
+            match self.try_take_many(count, refilled) {
                 Ok(first) => return Ok(first),
-                Err(exhausted) => self.extend(exhausted).await?,
+                Err(exhausted) => {
+                    self.extend(exhausted).await?;
+                    refilled = true;
+                }
             }
         }
     }

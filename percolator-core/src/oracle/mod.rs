@@ -14,6 +14,7 @@
 mod local;
 mod mark;
 mod registry;
+pub mod time;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
@@ -23,9 +24,13 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::store::RowStore;
 
-pub use local::{DEFAULT_LEASE, LocalOracle};
+pub use local::{DEFAULT_LEASE, LocalOracle, OracleConfig};
+pub use time::{Clock, OracleClock, SkewedClock, SystemClock};
 
-/// Hands out strictly increasing timestamps.
+/// Hands out strictly increasing timestamps that carry oracle time: milliseconds on the oracle's
+/// clock in the high bits, a logical counter in the low [`time::LOGICAL_BITS`] (PD's layout).
+/// Clients judge lock TTLs and worker leases in that time ([`OracleClock`]); an oracle that
+/// counted from 1 instead would leave them nothing to judge by.
 #[async_trait]
 pub trait TimestampOracle: Send + Sync + 'static {
     /// A timestamp greater than every timestamp this oracle returned before (in this process or
@@ -64,8 +69,8 @@ pub async fn next_timestamp(oracle: &dyn TimestampOracle) -> Result<u64> {
     }
 }
 
-/// Default window persisted per allocation.
-pub const DEFAULT_WINDOW: u64 = 1 << 20;
+/// Default oracle time a [`LocalOracle`] persists ahead per allocation (PD's save interval).
+pub const DEFAULT_WINDOW: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Live oracles by [`RowStore::store_id`]: one [`LocalOracle`] per store per process.
 static SHARED: LazyLock<tokio::sync::Mutex<HashMap<String, Weak<dyn TimestampOracle>>>> =

@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::liveness::{Liveness, StoreLiveness};
-use crate::oracle::TimestampOracle;
+use crate::oracle::{OracleClock, TimestampOracle};
 use crate::records::{CellAddr, LockRecord};
 use crate::store::{Family, FamilyRead, RowStore, Scan};
 
@@ -29,6 +29,9 @@ use super::transaction::Transaction;
 pub(crate) struct ClientInner<S: RowStore> {
     pub(crate) store: Arc<S>,
     pub(crate) oracle: Arc<dyn TimestampOracle>,
+    /// Oracle time, as of the latest timestamp this client got: what lock TTLs and worker
+    /// leases are judged in.
+    pub(crate) clock: Arc<OracleClock>,
     pub(crate) liveness: Arc<dyn Liveness>,
     pub(crate) config: TxnConfig,
     pub(crate) worker_id: u64,
@@ -130,15 +133,18 @@ impl<S: RowStore> ClientBuilder<S> {
             }
         };
         let worker_id = random_id();
+        let clock = Arc::new(OracleClock::default());
+        clock.observe(crate::oracle::next_timestamp(oracle.as_ref()).await?);
         let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
         let lease = self.config.worker_lease;
-        registry.register(worker_id, lease).await?;
+        registry.register(worker_id, &clock, lease).await?;
         let refresher = {
             let registry = Arc::clone(&registry);
+            let clock = Arc::clone(&clock);
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(lease / 3).await;
-                    if let Err(e) = registry.register(worker_id, lease).await {
+                    if let Err(e) = registry.register(worker_id, &clock, lease).await {
                         tracing::warn!(worker_id, error = %e, "could not refresh worker lease");
                     }
                 }
@@ -148,6 +154,7 @@ impl<S: RowStore> ClientBuilder<S> {
             inner: Arc::new(ClientInner {
                 store: self.store,
                 oracle,
+                clock,
                 liveness: registry,
                 config: self.config,
                 worker_id,
@@ -157,6 +164,15 @@ impl<S: RowStore> ClientBuilder<S> {
                 lease_refresher: parking_lot::Mutex::new(Some(refresher)),
             }),
         })
+    }
+}
+
+impl<S: RowStore> ClientInner<S> {
+    /// A timestamp from the oracle, taken in as the latest reading of oracle time.
+    pub(crate) async fn timestamp(&self) -> Result<u64> {
+        let ts = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
+        self.clock.observe(ts);
+        Ok(ts)
     }
 }
 
@@ -234,7 +250,7 @@ impl<S: RowStore> Client<S> {
 
     /// Begins a transaction at a fresh start timestamp.
     pub async fn begin(&self) -> Result<Transaction<S>> {
-        let start_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        let start_ts = self.inner.timestamp().await?;
         Ok(Transaction::new(
             self.clone(),
             start_ts,

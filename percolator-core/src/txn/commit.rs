@@ -31,7 +31,6 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 
 use crate::error::{Error, Result, StoreError};
-use crate::liveness::now_ms;
 use crate::records::{CellAddr, LockRecord, NotifyRecord, WriteKind, WriteRecord};
 use crate::store::{
     Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowMutation, RowStore, TsRange,
@@ -165,7 +164,7 @@ impl<S: RowStore> Client<S> {
             kind: WriteKind::Put,
             primary: primary.clone(),
             owner: self.inner.worker_id,
-            wall_ms: now_ms(),
+            oracle_ms: self.inner.clock.now_ms(),
             ttl_ms: u64::try_from(self.config().lock_ttl.as_millis()).unwrap_or(u64::MAX),
         };
         let notify_record = NotifyRecord {
@@ -229,7 +228,7 @@ impl<S: RowStore> Client<S> {
                 return Err(e);
             }
             faults.at(CommitStep::AfterPrewrites, start_ts).await?;
-            let commit_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+            let commit_ts = self.inner.timestamp().await?;
             faults.at(CommitStep::BeforeCommitPoint, start_ts).await?;
             self.commit_primary(&rows[0], &primary, start_ts, commit_ts)
                 .await?;
@@ -593,7 +592,7 @@ impl<S: RowStore> Client<S> {
         let interval = self.config().heartbeat_interval();
         loop {
             tokio::time::sleep(interval).await;
-            lock.wall_ms = now_ms();
+            lock.oracle_ms = self.inner.clock.now_ms();
             let refreshed = self
                 .inner
                 .store

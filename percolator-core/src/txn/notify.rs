@@ -141,7 +141,7 @@ impl<S: RowStore> Client<S> {
         let limits = self.inner.store.limits();
         crate::store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
         let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
-        let ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        let ts = self.inner.timestamp().await?;
         let value = NotifyRecord { writer: None }.encode();
         self.inner
             .store

@@ -63,7 +63,7 @@ impl<S: RowStore> Client<S> {
         notify_value: &Bytes,
         faults: &Faults,
     ) -> Result<Option<u64>> {
-        let commit_ts = crate::oracle::next_timestamp(self.inner.oracle.as_ref()).await?;
+        let commit_ts = self.inner.timestamp().await?;
         faults.at(CommitStep::BeforeCommitPoint, start_ts).await?;
         let mutation = layout::one_phase(
             &row.table,

@@ -15,7 +15,6 @@
 //! Rollback records are never deleted here: they are what makes a late prewrite fail.
 
 use crate::error::{Error, Result};
-use crate::liveness::now_ms;
 use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
 use crate::store::RowStore;
 
@@ -62,12 +61,14 @@ pub enum Settled {
 const STATUS_ATTEMPTS: usize = 16;
 
 impl<S: RowStore> ClientInner<S> {
-    /// Whether a lock may be cleaned up: its owner's lease is gone or its TTL has run out.
+    /// Whether a lock may be cleaned up: its owner's lease is gone or its TTL has run out, both
+    /// judged in oracle time.
     pub(crate) async fn may_clean(&self, lock: &LockRecord) -> Result<bool> {
-        if lock.expired(now_ms()) {
+        let now = self.clock.now_ms();
+        if lock.expired(now) {
             return Ok(true);
         }
-        Ok(!self.liveness.is_alive(lock.owner).await?)
+        Ok(!self.liveness.is_alive(lock.owner, now).await?)
     }
 
     /// Reads the status of transaction `start_ts` at its primary. With `clean`, a dead or expired
@@ -263,6 +264,14 @@ mod tests {
     }
 
     const START: u64 = 10;
+    /// Oracle time of these cases: weeks ahead of the wall clock when written, so a check
+    /// against the wall clock would find every lock written "now" expired or alive wrongly.
+    const NOW_MS: u64 = 1_800_000_000_000;
+
+    /// The oracle time a cleaner passes to liveness: this case's, not the wall clock's.
+    fn oracle_now() -> impl mockall::Predicate<u64> + Send {
+        mockall::predicate::function(|now: &u64| (NOW_MS..NOW_MS + 60_000).contains(now))
+    }
 
     fn primary() -> CellAddr {
         CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..])
@@ -272,6 +281,11 @@ mod tests {
         ClientInner {
             store: Arc::new(store),
             oracle: Arc::new(NoOracle),
+            clock: {
+                let clock = crate::oracle::OracleClock::default();
+                clock.observe(crate::oracle::time::first_of_ms(NOW_MS));
+                Arc::new(clock)
+            },
             liveness: Arc::new(liveness),
             config: TxnConfig::default(),
             worker_id: 1,
@@ -282,12 +296,12 @@ mod tests {
         }
     }
 
-    fn lock(wall_ms: u64, ttl_ms: u64) -> LockRecord {
+    fn lock(oracle_ms: u64, ttl_ms: u64) -> LockRecord {
         LockRecord {
             kind: WriteKind::Put,
             primary: primary(),
             owner: 7,
-            wall_ms,
+            oracle_ms,
             ttl_ms,
         }
     }
@@ -349,7 +363,7 @@ mod tests {
 
     #[tokio::test]
     async fn live_owner_within_ttl_is_left_alone() {
-        let held = lock(now_ms(), 60_000);
+        let held = lock(NOW_MS, 60_000);
         let mut store = MockRowStore::new();
         let answer = status_answer(Some(&held), vec![]);
         store
@@ -360,9 +374,9 @@ mod tests {
         let mut liveness = MockLiveness::new();
         liveness
             .expect_is_alive()
-            .with(eq(7))
+            .with(eq(7), oracle_now())
             .times(1)
-            .returning(|_| Ok(true));
+            .returning(|_, _| Ok(true));
         let status = inner(store, liveness)
             .check_status(&primary(), START, true)
             .await
@@ -409,7 +423,7 @@ mod tests {
 
     #[tokio::test]
     async fn dead_owner_is_rolled_back_before_ttl() {
-        let held = lock(now_ms(), 60_000);
+        let held = lock(NOW_MS, 60_000);
         let mut store = MockRowStore::new();
         let answer = status_answer(Some(&held), vec![]);
         store
@@ -420,9 +434,9 @@ mod tests {
         let mut liveness = MockLiveness::new();
         liveness
             .expect_is_alive()
-            .with(eq(7))
+            .with(eq(7), oracle_now())
             .times(1)
-            .returning(|_| Ok(false));
+            .returning(|_, _| Ok(false));
         let status = inner(store, liveness)
             .check_status(&primary(), START, true)
             .await
@@ -452,7 +466,7 @@ mod tests {
     #[tokio::test]
     async fn lost_race_to_a_heartbeat_rereads() {
         let held = lock(1_000, 5);
-        let refreshed = lock(now_ms(), 60_000);
+        let refreshed = lock(NOW_MS, 60_000);
         let mut store = MockRowStore::new();
         let mut seq = mockall::Sequence::new();
         let first = status_answer(Some(&held), vec![]);
@@ -473,7 +487,7 @@ mod tests {
             .in_sequence(&mut seq)
             .returning(move |_| Ok(second.clone()));
         let mut liveness = MockLiveness::new();
-        liveness.expect_is_alive().returning(|_| Ok(true));
+        liveness.expect_is_alive().returning(|_, _| Ok(true));
         let status = inner(store, liveness)
             .check_status(&primary(), START, true)
             .await
