@@ -530,7 +530,13 @@ impl<S: RowStore> TimestampOracle for LocalOracle<S> {
     }
 
     async fn timestamps(&self, count: u64) -> Result<u64> {
-        let count = count.clamp(1, self.window);
+        if count > self.window {
+            return Err(Error::InvalidInput(format!(
+                "{count} timestamps in one request: more than the oracle's window of {}",
+                self.window
+            )));
+        }
+        let count = count.max(1);
         let mut refilled = false;
         loop {
             if !self.is_serving() {
