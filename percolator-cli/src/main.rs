@@ -10,6 +10,8 @@
 //! percolator --db DIR scan documents --family notify       # raw cells, for debugging
 //! percolator --db DIR status                               # pending notifications, locks
 //! percolator --db target/bank bank                         # the bank-transfer demo
+//! percolator --backend etcd oracle serve --listen 0.0.0.0:7070   # the timestamp oracle service
+//! percolator --backend etcd --oracle h1:7070,h2:7070 webindex run  # a worker using it
 //! ```
 //!
 //! The backend is a cargo feature (`sled`, the default; `mem`; `tikv`; `etcd`) and, when several
@@ -19,6 +21,7 @@
 mod backend;
 mod bank_cmd;
 mod debug_cmd;
+mod oracle_cmd;
 mod output;
 mod webindex_cmd;
 
@@ -52,6 +55,12 @@ pub struct Cli {
     /// etcd client URLs (etcd), comma separated; defaults to $PERCOLATOR_ETCD_ENDPOINTS.
     #[arg(long, env = "PERCOLATOR_ETCD_ENDPOINTS", value_delimiter = ',')]
     endpoints: Vec<String>,
+    /// The timestamp oracle service (`percolator oracle serve` instances, host:port, comma
+    /// separated; defaults to $PERCOLATOR_ORACLE). Every process sharing a store with others
+    /// needs it; without it a process uses the store's own oracle (PD's TSO on TiKV) or a
+    /// local one, which admits one process at a time on a shared store.
+    #[arg(long, env = "PERCOLATOR_ORACLE", value_delimiter = ',')]
+    oracle: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,6 +78,11 @@ enum Command {
     Status,
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
     Bank(bank_cmd::BankArgs),
+    /// The timestamp oracle service.
+    Oracle {
+        #[command(subcommand)]
+        command: oracle_cmd::OracleCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -99,18 +113,38 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `cli`'s command on an opened store.
+/// Runs `cli`'s command on an opened store. `oracle` is the store cluster's own (PD's TSO), if
+/// any; `--oracle` overrides it.
 pub async fn dispatch<S: percolator_core::RowStore>(
     store: std::sync::Arc<S>,
     oracle: Option<std::sync::Arc<dyn percolator_core::TimestampOracle>>,
     cli: &Cli,
 ) -> Result<ExitCode, CliError> {
+    let oracle = oracle_cmd::remote(&cli.oracle)?.or(oracle);
     match &cli.command {
+        Command::Oracle { command } => oracle_cmd::run(store, command).await,
         Command::Webindex { command } => webindex_cmd::run(store, oracle, command).await,
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
     }
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what `kill` and process managers send): the signal to stop
+/// gracefully.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// A client builder on `store` with the oracle every client of this process must use on it

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use clap::{Args, Subcommand};
 use parking_lot::Mutex;
 use percolator_core::{Client, RowStore, TimestampOracle};
-use percolator_observers::{Runtime, RuntimeConfig, RuntimeStats};
+use percolator_observers::{Runtime, RuntimeConfig, RuntimeStats, audit};
 use percolator_webindex::{
     self as webindex, Clustered, CrawledPage, LoadReport, PageOutcome, freshness, sources,
     synthetic::SyntheticCrawl, warc,
@@ -209,8 +209,16 @@ pub async fn run<S: RowStore>(
             .await?;
             let began = Instant::now();
             let interrupted = run_until_idle(&runtime, args.forever).await?;
+            let client = runtime.client().clone();
             let stats = runtime.shutdown().await?;
             print!("{}", stats_table(&stats, began.elapsed()));
+            let txn = client.metrics();
+            // Machine-readable for scripts and tests: other workers' transactions this one
+            // rolled back (their owner's lease or TTL ran out) or forward.
+            println!(
+                "worker locks: {} rolled back, {} rolled forward",
+                txn.locks_rolled_back, txn.locks_rolled_forward
+            );
             if interrupted {
                 println!(
                     "interrupted: stopped gracefully; `webindex run` again picks up what is pending"
@@ -235,7 +243,23 @@ pub async fn run<S: RowStore>(
             let report = webindex::check(&client).await?;
             client.shutdown().await?;
             print!("{}", summary_table(&report.summary));
-            Ok(invariants_verdict(&report))
+            let verdict = invariants_verdict(&report);
+            // Every run of a strong observer, by any worker process ever: once per change.
+            let audit = audit::strong_runs(store.as_ref(), &webindex::observers(None)).await?;
+            println!(
+                "strong observer runs: {} for {} changes, {} doubled",
+                audit.runs,
+                audit.changes,
+                audit.doubled.len()
+            );
+            for doubled in audit.doubled.iter().take(20) {
+                println!("  doubled: {doubled}");
+            }
+            if audit.doubled.is_empty() {
+                Ok(verdict)
+            } else {
+                Ok(ExitCode::FAILURE)
+            }
         }
         WebindexCommand::Freshness(args) => {
             let mut config = freshness::FreshnessConfig::default();
@@ -328,7 +352,7 @@ async fn run_until_idle<S: RowStore>(
     let interrupted = tokio::select! {
         r = work => { r?; false }
         () = watch => false,
-        _ = tokio::signal::ctrl_c() => true,
+        () = crate::shutdown_signal() => true,
     };
     progress.finish_and_clear();
     Ok(interrupted)

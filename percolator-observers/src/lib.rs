@@ -15,6 +15,7 @@
 //! prewrite, ack columns, consuming notifications safely) live in `percolator-core`
 //! (`percolator_core::txn`, module `notify`); this crate schedules and runs observers on them.
 
+pub mod audit;
 mod metrics;
 mod observer;
 mod process;

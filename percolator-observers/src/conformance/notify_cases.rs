@@ -156,6 +156,16 @@ pub async fn strong_changes_once_with_crashes_two_workers<F: StoreFactory>(facto
         runs as usize <= WRITERS * WRITES,
         "more observer commits ({runs}) than changes"
     );
+    // The store's write records agree: no change handled by two committed runs.
+    let audit = crate::audit::strong_runs(store.as_ref(), &counting::<F::Store>())
+        .await
+        .unwrap();
+    assert!(audit.doubled.is_empty(), "{:?}", audit.doubled);
+    assert_eq!(
+        audit.runs, runs,
+        "runs in the log and acks in the store disagree"
+    );
+    assert!(audit.changes >= audit.runs);
     let crashes = crash_a.crashes.load(Ordering::Relaxed) + crash_b.crashes.load(Ordering::Relaxed);
     let (sa, sb) = (a.stats(), b.stats());
     let attempts = sa.notifications_processed + sb.notifications_processed + crashes;

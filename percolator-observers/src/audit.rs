@@ -1,0 +1,206 @@
+//! An audit of strong observers from the store's write records: **at most one committed run per
+//! change**, across every worker process that ever ran.
+//!
+//! A committed run of observer `O` on column `c` of a row is a commit of its ack column
+//! (`c:ack_O`), made by a transaction that started at `s`. The change it handled is the latest
+//! commit of `c` at or before `s`. The paper's guarantee is that two committed runs never handle
+//! the same change: a second run either reads the first one's ack and skips, or conflicts on the
+//! ack column with it. So two acks mapping to one change are a doubled observer commit. (Until
+//! garbage collection exists, every write record is still there to audit.)
+
+use std::ops::Bound;
+
+use bytes::Bytes;
+use percolator_core::records::{WriteKind, WriteRecord};
+use percolator_core::store::{Columns, Family, FamilyRead, Scan};
+use percolator_core::tables::ack_column;
+use percolator_core::{NotificationKind, Result, RowStore};
+
+use crate::Observers;
+
+/// Rows read per scan request.
+const PAGE_ROWS: usize = 1_000;
+
+/// What [`strong_runs`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunAudit {
+    /// Committed changes of strongly observed columns.
+    pub changes: u64,
+    /// Committed runs of strong observers.
+    pub runs: u64,
+    /// Runs that handled a change another run had already handled, described.
+    pub doubled: Vec<String>,
+}
+
+/// Audits every strong observer in `observers` over the whole store (see the module docs).
+pub async fn strong_runs<S: RowStore>(store: &S, observers: &Observers<S>) -> Result<RunAudit> {
+    let mut audit = RunAudit::default();
+    for observed in observers.observed_columns() {
+        if observed.kind != NotificationKind::Strong {
+            continue;
+        }
+        for observer in observers.of(&observed.table, &observed.column) {
+            let ack = ack_column(observer.name(), &observed.column);
+            audit_column(store, &observed.table, &observed.column, &ack, &mut audit).await?;
+        }
+    }
+    Ok(audit)
+}
+
+async fn audit_column<S: RowStore>(
+    store: &S,
+    table: &Bytes,
+    column: &Bytes,
+    ack: &Bytes,
+    audit: &mut RunAudit,
+) -> Result<()> {
+    let mut start = Bound::Unbounded;
+    loop {
+        let rows = store
+            .scan(Scan {
+                snapshot_ts: None,
+                table: table.clone(),
+                start: start.clone(),
+                end: Bound::Unbounded,
+                read: FamilyRead::all(Family::Write)
+                    .columns(Columns::Only(vec![column.clone(), ack.clone()])),
+                row_limit: Some(PAGE_ROWS),
+            })
+            .await?;
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        start = Bound::Excluded(last.row.clone());
+        let full = rows.len() == PAGE_ROWS;
+        for row in rows {
+            // Commit timestamps of the column's changes, and start timestamps of the runs.
+            let mut changes = Vec::new();
+            let mut runs = Vec::new();
+            for cell in &row.cells {
+                let record = WriteRecord::decode(&cell.value)?;
+                if record.kind == WriteKind::Rollback {
+                    continue;
+                }
+                if cell.column == *column {
+                    changes.push(cell.ts);
+                } else if cell.column == *ack {
+                    runs.push(record.start_ts);
+                }
+            }
+            changes.sort_unstable();
+            audit.changes += changes.len() as u64;
+            audit.runs += runs.len() as u64;
+            let mut handled: Vec<u64> = runs
+                .iter()
+                .filter_map(|&start| changes.iter().copied().take_while(|&c| c <= start).last())
+                .collect();
+            handled.sort_unstable();
+            for pair in handled.windows(2) {
+                if pair[0] == pair[1] {
+                    audit.doubled.push(format!(
+                        "row {:?} of {}: the change committed at {} was handled by two runs",
+                        String::from_utf8_lossy(&row.row),
+                        String::from_utf8_lossy(table),
+                        pair[0]
+                    ));
+                }
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use percolator_backend_mem::MemStore;
+    use percolator_core::store::{Mutation, RowMutation};
+    use percolator_core::{ObservedColumn, Transaction};
+
+    use super::*;
+    use crate::{Change, Observer, Observers};
+
+    struct Noop;
+
+    #[async_trait::async_trait]
+    impl Observer<MemStore> for Noop {
+        fn name(&self) -> &str {
+            "noop"
+        }
+        fn observed(&self) -> ObservedColumn {
+            ObservedColumn::strong("t", "c")
+        }
+        async fn observe(&self, _: &mut Transaction<MemStore>, _: &Change) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn write(column: Bytes, commit_ts: u64, start_ts: u64) -> Mutation {
+        Mutation::Put {
+            family: Family::Write,
+            column,
+            ts: commit_ts,
+            value: WriteRecord {
+                kind: WriteKind::Put,
+                start_ts,
+            }
+            .encode(),
+        }
+    }
+
+    /// Write records laid down by hand: two runs after one change are caught; runs after
+    /// distinct changes, and rolled-back runs, are not.
+    #[tokio::test]
+    async fn catches_two_runs_for_one_change() {
+        let store = Arc::new(MemStore::new());
+        let ack = ack_column("noop", b"c");
+        let c = Bytes::from_static(b"c");
+        let rollback = Mutation::Put {
+            family: Family::Write,
+            column: ack.clone(),
+            ts: 42,
+            value: WriteRecord {
+                kind: WriteKind::Rollback,
+                start_ts: 42,
+            }
+            .encode(),
+        };
+        let rows = vec![
+            // Change at 10; runs started at 15 and 25 both handled it.
+            RowMutation {
+                table: Bytes::from_static(b"t"),
+                row: Bytes::from_static(b"doubled"),
+                conditions: vec![],
+                mutations: vec![
+                    write(c.clone(), 10, 9),
+                    write(ack.clone(), 20, 15),
+                    write(ack.clone(), 30, 25),
+                ],
+            },
+            // Changes at 10 and 22; one run each, and a rolled-back one.
+            RowMutation {
+                table: Bytes::from_static(b"t"),
+                row: Bytes::from_static(b"fine"),
+                conditions: vec![],
+                mutations: vec![
+                    write(c.clone(), 10, 9),
+                    write(ack.clone(), 20, 15),
+                    write(c, 22, 21),
+                    write(ack, 30, 25),
+                    rollback,
+                ],
+            },
+        ];
+        store.mutate_rows(rows).await.unwrap();
+        let mut observers = Observers::new();
+        observers.register(Noop).unwrap();
+        let audit = strong_runs(store.as_ref(), &observers).await.unwrap();
+        assert_eq!((audit.changes, audit.runs), (3, 4));
+        assert_eq!(audit.doubled.len(), 1, "{:?}", audit.doubled);
+        assert!(audit.doubled[0].contains("doubled") && audit.doubled[0].contains("10"));
+    }
+}
