@@ -18,8 +18,7 @@ use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
 
 use crate::{EtcdConfig, EtcdStore};
 
-/// The variable naming an existing cluster's client URLs.
-pub const ENDPOINTS_VAR: &str = "PERCOLATOR_ETCD_ENDPOINTS";
+pub use percolator_etcd_cluster::{ENDPOINTS_VAR, endpoints_from_env};
 
 /// Opens etcd stores in fresh namespaces of one cluster.
 pub struct EtcdFactory {
@@ -36,18 +35,6 @@ impl std::fmt::Debug for EtcdFactory {
             .field("skip", &self.skip)
             .finish_non_exhaustive()
     }
-}
-
-/// Endpoints from [`ENDPOINTS_VAR`], if set.
-pub fn endpoints_from_env() -> Option<Vec<String>> {
-    let raw = std::env::var(ENDPOINTS_VAR).ok()?;
-    let endpoints: Vec<String> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(str::to_owned)
-        .collect();
-    (!endpoints.is_empty()).then_some(endpoints)
 }
 
 impl Default for EtcdFactory {

@@ -15,4 +15,6 @@
 
 pub mod contention;
 pub mod micro;
+#[cfg(feature = "mem")]
+pub mod oracle_service;
 pub mod tpce;

@@ -8,7 +8,7 @@
 
 use std::process::Command;
 
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster, skip_reason};
+use percolator_etcd_cluster::{TestCluster, skip_reason};
 
 fn percolator(endpoints: &str, namespace: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_percolator"))
@@ -33,23 +33,11 @@ fn percolator(endpoints: &str, namespace: &str, args: &[&str]) -> (bool, String)
 
 #[test]
 fn webindex_on_an_etcd_cluster() {
-    let from_env = std::env::var("PERCOLATOR_ETCD_ENDPOINTS")
-        .ok()
-        .filter(|e| !e.trim().is_empty());
-    let mut own = None;
-    let endpoints = match from_env {
-        Some(endpoints) => endpoints,
-        None => {
-            if let Some(reason) = skip_reason() {
-                eprintln!("SKIPPED: {reason}");
-                return;
-            }
-            let cluster = LocalCluster::start(ClusterConfig::default()).unwrap();
-            let endpoints = cluster.endpoints().join(",");
-            own = Some(cluster);
-            endpoints
-        }
+    let Some(cluster) = TestCluster::from_env_or_start().unwrap() else {
+        eprintln!("SKIPPED: {}", skip_reason().unwrap_or("no etcd"));
+        return;
     };
+    let endpoints = cluster.endpoints().join(",");
     let namespace = format!("cli-{}-{}", std::process::id(), rand_suffix());
 
     let (ok, out) = percolator(
@@ -96,7 +84,7 @@ fn webindex_on_an_etcd_cluster() {
         !ok && out.contains("etcd"),
         "an unreachable cluster is a clear error: {out}"
     );
-    drop(own);
+    drop(cluster);
 }
 
 fn rand_suffix() -> u64 {

@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster, skip_reason};
+use percolator_etcd_cluster::{TestCluster, skip_reason};
 
 /// A `percolator` process whose output lines are collected as they come.
 struct Process {
@@ -175,27 +175,15 @@ fn faketime_missing() -> Option<String> {
 
 #[test]
 fn workers_and_oracles_as_processes_with_skewed_clocks_and_kills() {
-    let from_env = std::env::var("PERCOLATOR_ETCD_ENDPOINTS")
-        .ok()
-        .filter(|e| !e.trim().is_empty());
     if let Some(reason) = faketime_missing() {
         eprintln!("SKIPPED: {reason}");
         return;
     }
-    let mut own = None;
-    let endpoints = match from_env {
-        Some(endpoints) => endpoints,
-        None => {
-            if let Some(reason) = skip_reason() {
-                eprintln!("SKIPPED: {reason}");
-                return;
-            }
-            let cluster = LocalCluster::start(ClusterConfig::default()).unwrap();
-            let endpoints = cluster.endpoints().join(",");
-            own = Some(cluster);
-            endpoints
-        }
+    let Some(cluster) = TestCluster::from_env_or_start().unwrap() else {
+        eprintln!("SKIPPED: {}", skip_reason().unwrap_or("no etcd"));
+        return;
     };
+    let endpoints = cluster.endpoints().join(",");
     let namespace = format!("multi-{}", std::process::id());
     let store: Vec<String> = [
         "--backend",
@@ -282,5 +270,5 @@ fn workers_and_oracles_as_processes_with_skewed_clocks_and_kills() {
     let status = run(&base, &["status"]);
     assert!(status.contains("0 pending, 0 locks"), "{status}");
     eprintln!("phase 2 with a kill -9 of a worker and of the leading oracle: {took:?}");
-    drop(own);
+    drop(cluster);
 }

@@ -400,3 +400,53 @@ pub fn sweep_orphans(base: &Path) {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The variable naming an existing cluster's client URLs, comma separated (`cargo xtask` sets
+/// it for test runs, so that tests share one cluster).
+pub const ENDPOINTS_VAR: &str = "PERCOLATOR_ETCD_ENDPOINTS";
+
+/// Endpoints from [`ENDPOINTS_VAR`], if set.
+pub fn endpoints_from_env() -> Option<Vec<String>> {
+    let raw = std::env::var(ENDPOINTS_VAR).ok()?;
+    let endpoints: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!endpoints.is_empty()).then_some(endpoints)
+}
+
+/// The cluster a test runs on: the one in [`ENDPOINTS_VAR`], or a 3-member one it started
+/// (stopped when this is dropped).
+#[derive(Debug)]
+pub struct TestCluster {
+    endpoints: Vec<String>,
+    _own: Option<LocalCluster>,
+}
+
+impl TestCluster {
+    /// The cluster of [`ENDPOINTS_VAR`], else a new local one; `Ok(None)` when neither is there
+    /// ([`skip_reason`] says why). etcd installed but failing to start is an error, not a skip.
+    pub fn from_env_or_start() -> Result<Option<Self>, ClusterError> {
+        if let Some(endpoints) = endpoints_from_env() {
+            return Ok(Some(Self {
+                endpoints,
+                _own: None,
+            }));
+        }
+        if skip_reason().is_some() {
+            return Ok(None);
+        }
+        let cluster = LocalCluster::start(ClusterConfig::default())?;
+        Ok(Some(Self {
+            endpoints: cluster.endpoints(),
+            _own: Some(cluster),
+        }))
+    }
+
+    /// Client URLs.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+}

@@ -57,7 +57,7 @@ impl RemoteOracleConfig {
             endpoints: endpoints.into_iter().map(Into::into).collect(),
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(1),
-            max_in_flight: 2,
+            max_in_flight: 1,
         }
     }
 
@@ -194,6 +194,8 @@ struct Driver {
     failures: Vec<Option<String>>,
     /// The current connection answered a request.
     served: bool,
+    /// Callers the latest answer served.
+    last_answered: usize,
 }
 
 impl Driver {
@@ -207,6 +209,7 @@ impl Driver {
             next_id: 1,
             failures,
             served: false,
+            last_answered: 0,
         }
     }
 
@@ -240,7 +243,7 @@ impl Driver {
                     failed_in_a_row = if self.served { 1 } else { failed_in_a_row + 1 };
                     self.served = false;
                     // A whole round failed: the service is failing over; pause briefly.
-                    if failed_in_a_row % self.config.endpoints.len() == 0 {
+                    if failed_in_a_row.is_multiple_of(self.config.endpoints.len()) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
@@ -326,11 +329,23 @@ impl Driver {
             if !open && self.pending.is_empty() && self.in_flight.is_empty() {
                 return Ended::Closed;
             }
-            if !self.pending.is_empty()
-                && self.in_flight.len() < self.config.max_in_flight
-                && let Err(reason) = self.send_batch(&mut writer).await
-            {
-                return Ended::Failed(reason);
+            if !self.pending.is_empty() && self.in_flight.len() < self.config.max_in_flight {
+                // Callers just handed their timestamps usually ask again at once: when there
+                // were several, let them run first, so that they join this request instead of
+                // waiting for the next (a lone caller would only wait longer).
+                if self.last_answered > 1 {
+                    tokio::task::yield_now().await;
+                }
+                while open {
+                    match waiting.try_recv() {
+                        Ok(waiter) => self.pending.push_back(waiter),
+                        Err(mpsc::error::TryRecvError::Empty) => break,
+                        Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+                    }
+                }
+                if let Err(reason) = self.send_batch(&mut writer).await {
+                    return Ended::Failed(reason);
+                }
             }
             let deadline = self
                 .in_flight
@@ -378,6 +393,7 @@ impl Driver {
             Status::Ok => {
                 self.failures[self.endpoint] = None;
                 self.served = true;
+                self.last_answered = waiters.len();
                 let mut next = response.first;
                 for waiter in waiters {
                     let _ = waiter.reply.send(Ok(next));

@@ -6,6 +6,8 @@
 //! through its own [`ProcessView`], which has its own store id (processes share no memory) and
 //! can be cut off from the store.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

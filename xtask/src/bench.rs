@@ -2,6 +2,7 @@
 //! [`crate::binaries`]), runs them, collects their JSON under `target/bench/`, renders SVG plots
 //! and prints markdown tables.
 //!
+//! Once: the timestamp oracle service over loopback (`percolator-bench oracle-service`).
 //! Per backend: the Figure 8 microbenchmarks and oracle throughput (`percolator-bench micro`),
 //! Zipf-versus-uniform contention (`percolator-bench contention`), the TPC-E-style benchmark
 //! (`percolator-bench tpce`, plus the peer baseline on sled's own transactions whenever sled is
@@ -120,6 +121,7 @@ pub fn bench(
             micro_reports.push((backend, micro(&bin, backend, quick, &remote)?));
         }
         micro_summary(&micro_reports)?;
+        oracle_service(&bin, quick)?;
         let mut tpce_reports = Vec::new();
         for &backend in &systems {
             tpce_reports.push((backend, tpce(&bin, backend, quick, &remote)?));
@@ -298,6 +300,65 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
     std::fs::write(Path::new(OUT).join("micro.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
     println!("\nJSON and plots: {OUT}/micro-<backend>.json, {OUT}/micro.svg");
+    Ok(())
+}
+
+/// The oracle service over loopback against an in-process oracle: table, JSON and plot.
+fn oracle_service(bin: &Binaries, quick: bool) -> Result<(), String> {
+    let json = PathBuf::from(OUT).join("oracle-service.json");
+    let mut cmd = bin.bench();
+    cmd.args(["oracle-service", "--json"]).arg(&json);
+    if quick {
+        cmd.args(["--requesters", "1,64", "--seconds", "0.5"]);
+    }
+    let report = run_for_json(cmd, &json, "the oracle service benchmark")?;
+    println!(
+        "\n## Timestamp oracle service over loopback (target: ≥ 1 M ts/s from 64 requesters, p99 < 1 ms)\n"
+    );
+    println!(
+        "| requesters | in-process (M ts/s) | service (M ts/s) | service ÷ in-process | p50 | p99 | callers per RPC |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut service = Vec::new();
+    let mut local = Vec::new();
+    for p in report["points"].as_array().into_iter().flatten() {
+        let n = p["requesters"].as_f64().unwrap_or(0.0);
+        let (l, r) = (
+            p["local_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            p["remote_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+        );
+        println!(
+            "| {n} | {l:.2} | {r:.2} | {:.2} | {} µs | {} µs | {:.1} |",
+            p["ratio"].as_f64().unwrap_or(0.0),
+            p["remote_p50_us"].as_u64().unwrap_or(0),
+            p["remote_p99_us"].as_u64().unwrap_or(0),
+            p["callers_per_rpc"].as_f64().unwrap_or(0.0)
+        );
+        service.push((n, r));
+        local.push((n, l));
+    }
+    let chart = Chart {
+        title: "Timestamp oracle: service over loopback vs in-process",
+        x_label: "concurrent requesters",
+        y_label: "M timestamps/s",
+        log_x: true,
+        log_y: false,
+        series: vec![
+            Series {
+                name: "service (loopback)".into(),
+                points: service,
+                dashed: false,
+            },
+            Series {
+                name: "in-process".into(),
+                points: local,
+                dashed: true,
+            },
+        ],
+    };
+    std::fs::write(Path::new(OUT).join("oracle-service.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    println!("\nJSON and plot: {OUT}/oracle-service.json, {OUT}/oracle-service.svg");
     Ok(())
 }
 

@@ -48,6 +48,19 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// The timestamp oracle service over loopback against an in-process oracle (mem store).
+    #[cfg(feature = "mem")]
+    OracleService {
+        /// Concurrent requesters, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
+        requesters: Vec<usize>,
+        /// Seconds per point and oracle.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Zipf-skewed (θ = 0.99) versus uniform keys: goodput and abort rate.
     Contention {
         /// Backend.
@@ -289,6 +302,19 @@ macro_rules! with_backend {
 
 async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
+        #[cfg(feature = "mem")]
+        Command::OracleService {
+            requesters,
+            seconds,
+            json,
+        } => {
+            let report = percolator_bench::oracle_service::run(&requesters, seconds, |line| {
+                eprintln!("{line}");
+            })
+            .await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)
+        }
         Command::Contention {
             backend,
             db,
