@@ -310,6 +310,17 @@ impl Driver {
             .map_err(|e| format!("cannot send: {e}"))
     }
 
+    /// Moves every queued caller to `pending`; clears `open` once every handle is gone.
+    fn take_queued(&mut self, waiting: &mut mpsc::UnboundedReceiver<Waiter>, open: &mut bool) {
+        while *open {
+            match waiting.try_recv() {
+                Ok(waiter) => self.pending.push_back(waiter),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => *open = false,
+            }
+        }
+    }
+
     /// Runs one connection until it fails or every handle is gone.
     async fn serve(
         &mut self,
@@ -319,13 +330,7 @@ impl Driver {
     ) -> Ended {
         let mut open = true;
         loop {
-            while open {
-                match waiting.try_recv() {
-                    Ok(waiter) => self.pending.push_back(waiter),
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => open = false,
-                }
-            }
+            self.take_queued(waiting, &mut open);
             if !open && self.pending.is_empty() && self.in_flight.is_empty() {
                 return Ended::Closed;
             }
@@ -336,13 +341,7 @@ impl Driver {
                 if self.last_answered > 1 {
                     tokio::task::yield_now().await;
                 }
-                while open {
-                    match waiting.try_recv() {
-                        Ok(waiter) => self.pending.push_back(waiter),
-                        Err(mpsc::error::TryRecvError::Empty) => break,
-                        Err(mpsc::error::TryRecvError::Disconnected) => open = false,
-                    }
-                }
+                self.take_queued(waiting, &mut open);
                 if let Err(reason) = self.send_batch(&mut writer).await {
                     return Ended::Failed(reason);
                 }

@@ -110,27 +110,38 @@ pub struct ServerStats {
     pub terms: u64,
 }
 
+/// Whether a server leads, and what it served: shared by its tasks and its handle.
 #[derive(Default)]
-struct Counters {
+struct ServerState {
+    leading: AtomicBool,
     batches: AtomicU64,
     requests: AtomicU64,
     timestamps: AtomicU64,
     terms: AtomicU64,
 }
 
+impl ServerState {
+    fn stats(&self) -> ServerStats {
+        ServerStats {
+            batches: self.batches.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            timestamps: self.timestamps.load(Ordering::Relaxed),
+            terms: self.terms.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// What the tasks of one server share.
 struct Shared<S: RowStore> {
     leader: ArcSwapOption<LocalOracle<S>>,
-    leading: AtomicBool,
-    counters: Counters,
+    status: Arc<ServerState>,
 }
 
 /// A running instance of the oracle service (see the module docs). Dropping it stops it
 /// without releasing the lease (like a crash); [`Self::shutdown`] releases it.
 pub struct OracleServer {
     local_addr: SocketAddr,
-    leading: Arc<dyn Fn() -> bool + Send + Sync>,
-    stats: Arc<dyn Fn() -> ServerStats + Send + Sync>,
+    status: Arc<ServerState>,
     stop: watch::Sender<bool>,
     accept: JoinHandle<()>,
     lead: Option<JoinHandle<()>>,
@@ -140,7 +151,7 @@ impl std::fmt::Debug for OracleServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OracleServer")
             .field("local_addr", &self.local_addr)
-            .field("leading", &(self.leading)())
+            .field("leading", &self.is_leading())
             .finish()
     }
 }
@@ -193,34 +204,17 @@ impl OracleServer {
             addr: "listener".into(),
             source,
         })?;
+        let status = Arc::new(ServerState::default());
         let shared = Arc::new(Shared::<S> {
             leader: ArcSwapOption::empty(),
-            leading: AtomicBool::new(false),
-            counters: Counters::default(),
+            status: Arc::clone(&status),
         });
         let (stop, stopped) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
-        let lead = tokio::spawn(lead_loop(store, config, Arc::clone(&shared), stopped));
-        let leading = {
-            let shared = Arc::clone(&shared);
-            Arc::new(move || shared.leading.load(Ordering::Acquire))
-        };
-        let stats = {
-            let shared = Arc::clone(&shared);
-            Arc::new(move || {
-                let c = &shared.counters;
-                ServerStats {
-                    batches: c.batches.load(Ordering::Relaxed),
-                    requests: c.requests.load(Ordering::Relaxed),
-                    timestamps: c.timestamps.load(Ordering::Relaxed),
-                    terms: c.terms.load(Ordering::Relaxed),
-                }
-            })
-        };
+        let lead = tokio::spawn(lead_loop(store, config, shared, stopped));
         Ok(Self {
             local_addr,
-            leading,
-            stats,
+            status,
             stop,
             accept,
             lead: Some(lead),
@@ -234,12 +228,12 @@ impl OracleServer {
 
     /// Whether it leads (holds the store's oracle row and may serve).
     pub fn is_leading(&self) -> bool {
-        (self.leading)()
+        self.status.leading.load(Ordering::Acquire)
     }
 
     /// What it has served so far.
     pub fn stats(&self) -> ServerStats {
-        (self.stats)()
+        self.status.stats()
     }
 
     /// Waits until it leads, for at most `limit`; whether it does.
@@ -310,9 +304,9 @@ async fn lead_loop<S: RowStore>(
             oracle = format_args!("{:x}", oracle.id()),
             "oracle server: leading"
         );
-        shared.counters.terms.fetch_add(1, Ordering::Relaxed);
+        shared.status.terms.fetch_add(1, Ordering::Relaxed);
         shared.leader.store(Some(Arc::clone(&oracle)));
-        shared.leading.store(true, Ordering::Release);
+        shared.status.leading.store(true, Ordering::Release);
         let shutdown = loop {
             tokio::select! {
                 () = tokio::time::sleep(config.maintain_interval) => {}
@@ -328,7 +322,7 @@ async fn lead_loop<S: RowStore>(
                 Err(e) => tracing::warn!(error = %e, "oracle server: could not renew"),
             }
         };
-        shared.leading.store(false, Ordering::Release);
+        shared.status.leading.store(false, Ordering::Release);
         shared.leader.store(None);
         if shutdown {
             if let Err(e) = oracle.release().await {
@@ -414,7 +408,7 @@ async fn answer<S: RowStore>(shared: &Shared<S>, requests: &[Request]) -> Vec<Re
                 .collect();
         }
     };
-    let counters = &shared.counters;
+    let counters = &shared.status;
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.timestamps.fetch_add(total, Ordering::Relaxed);
     let mut responses = Vec::with_capacity(requests.len());

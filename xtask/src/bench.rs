@@ -99,11 +99,8 @@ pub fn bench(
     // etcd: the cluster in PERCOLATOR_ETCD_ENDPOINTS, else 3 members on loopback for this run
     // (stopped when `_cluster` drops at the end).
     let (etcd, _cluster) = if systems.contains(&"etcd") {
-        match std::env::var(crate::cluster::ENDPOINTS_VAR)
-            .ok()
-            .filter(|e| !e.trim().is_empty())
-        {
-            Some(endpoints) => (Some(endpoints), None),
+        match percolator_etcd_cluster::endpoints_from_env() {
+            Some(endpoints) => (Some(endpoints.join(",")), None),
             None => {
                 let started = crate::cluster::for_tests()?
                     .map_err(|reason| format!("--backend etcd: {reason}"))?;

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
 
 /// The variable through which tests find a running cluster.
-pub const ENDPOINTS_VAR: &str = "PERCOLATOR_ETCD_ENDPOINTS";
+pub use percolator_etcd_cluster::ENDPOINTS_VAR;
 
 #[derive(Subcommand)]
 pub enum ClusterCmd {

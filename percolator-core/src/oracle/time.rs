@@ -94,11 +94,6 @@ impl OracleClock {
             .fetch_max(physical.saturating_sub(self.elapsed_ms()), Ordering::AcqRel);
     }
 
-    /// Whether a timestamp has been observed (before that, [`Self::now_ms`] is 0).
-    pub fn is_set(&self) -> bool {
-        self.offset_ms.load(Ordering::Acquire) != i64::MIN
-    }
-
     /// Oracle time now, in milliseconds: the latest observed timestamp's physical part plus the
     /// monotonic time elapsed since it was observed (0 before any).
     pub fn now_ms(&self) -> u64 {
