@@ -9,11 +9,16 @@
 //! - [`tpce`]: a TPC-E-style brokerage workload (paper §3.3) with the market emulator as an
 //!   observer, on Percolator over any backend and on sled's own transactions (the peer
 //!   baseline), reporting tpsE, per-type latency, conflicts, the measured mix and invariants.
+//! - [`figure10`] (feature `etcd`): the paper's Figure 10 — the web-indexing pipeline as worker
+//!   processes on a 3-member etcd cluster with 2 oracle instances, throughput over time while a
+//!   worker, the etcd leader and the leading oracle are killed, and the end-to-end checks.
 //!
 //! Everything is generic over `RowStore`; the `percolator-bench` binary picks the backend by
 //! cargo feature and `--backend`, and `cargo xtask bench` drives it.
 
 pub mod contention;
+#[cfg(feature = "etcd")]
+pub mod figure10;
 pub mod micro;
 #[cfg(feature = "mem")]
 pub mod oracle_service;

@@ -102,6 +102,11 @@ pub struct RunArgs {
     /// Keep running after the pipeline is idle, until Ctrl-C.
     #[arg(long)]
     forever: bool,
+    /// Print a machine-readable `progress: processed=N failures=M` line on stdout this often
+    /// (milliseconds; for harnesses that plot throughput over time, like `percolator-bench
+    /// figure10`).
+    #[arg(long, value_name = "MS")]
+    progress_every_ms: Option<u64>,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -208,7 +213,12 @@ pub async fn run<S: RowStore>(
             )
             .await?;
             let began = Instant::now();
-            let interrupted = run_until_idle(&runtime, args.forever).await?;
+            let interrupted = run_until_idle(
+                &runtime,
+                args.forever,
+                args.progress_every_ms.map(Duration::from_millis),
+            )
+            .await?;
             let client = runtime.client().clone();
             let stats = runtime.shutdown().await?;
             print!("{}", stats_table(&stats, began.elapsed()));
@@ -324,13 +334,29 @@ where
     Ok(report?)
 }
 
-/// Runs until idle (or Ctrl-C); returns whether it was interrupted.
+/// Runs until idle (or Ctrl-C); returns whether it was interrupted. With `lines`, also prints
+/// a progress line that often.
 async fn run_until_idle<S: RowStore>(
     runtime: &Runtime<S>,
     forever: bool,
+    lines: Option<Duration>,
 ) -> Result<bool, CliError> {
     let progress = bar(None, "observers");
     let began = Instant::now();
+    let print_lines = async {
+        let Some(every) = lines else {
+            return std::future::pending::<()>().await;
+        };
+        let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+        loop {
+            tick.tick().await;
+            let stats = runtime.stats();
+            println!(
+                "progress: processed={} failures={}",
+                stats.notifications_processed, stats.failures
+            );
+        }
+    };
     let watch = async {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -352,6 +378,7 @@ async fn run_until_idle<S: RowStore>(
     let interrupted = tokio::select! {
         r = work => { r?; false }
         () = watch => false,
+        () = print_lines => false,
         () = crate::shutdown_signal() => true,
     };
     progress.finish_and_clear();
@@ -412,7 +439,7 @@ async fn demo<S: RowStore>(
             )
             .await?
         };
-        interrupted = run_until_idle(&runtime, false).await?;
+        interrupted = run_until_idle(&runtime, false, None).await?;
         let mut latencies: Vec<Duration> = Vec::new();
         let loaded_at = loaded_at.lock();
         while let Ok(event) = clustered.try_recv() {

@@ -128,12 +128,19 @@ impl SyntheticCrawl {
     /// A deterministic subset of about `fraction` of the pages (chosen by the
     /// seed and `generation`), re-rendered at `generation`, in index order.
     pub fn recrawl(&self, generation: u32, fraction: f64) -> Vec<CrawledPage> {
+        self.recrawl_indexes(generation, fraction)
+            .into_iter()
+            .map(|index| self.page(index, generation))
+            .collect()
+    }
+
+    /// The indexes of the pages [`recrawl`](Self::recrawl) visits, in order.
+    pub fn recrawl_indexes(&self, generation: u32, fraction: f64) -> Vec<usize> {
         let fraction = clamp_fraction(fraction);
         (0..self.docs)
             .filter(|&index| {
                 self.rng(Stream::Recrawl, index, generation).random::<f64>() < fraction
             })
-            .map(|index| self.page(index, generation))
             .collect()
     }
 

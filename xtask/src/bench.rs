@@ -7,7 +7,8 @@
 //! Zipf-versus-uniform contention (`percolator-bench contention`), the TPC-E-style benchmark
 //! (`percolator-bench tpce`, plus the peer baseline on sled's own transactions whenever sled is
 //! measured), and the freshness experiment (`percolator webindex freshness`, the paper's Figure 7
-//! in miniature).
+//! in miniature). Wherever etcd is installed: the paper's Figure 10 (`percolator-bench figure10`,
+//! worker, etcd-leader and oracle kills during the web-index pipeline, plotted as `faults.svg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,10 +76,19 @@ fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
     }
 }
 
+/// One experiment alone.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Only {
+    /// The freshness experiment.
+    Freshness,
+    /// The paper's Figure 10.
+    Figure10,
+}
+
 pub fn bench(
     choice: BenchBackend,
     quick: bool,
-    only_freshness: bool,
+    only: Option<Only>,
     dev_build: bool,
     pd: Option<String>,
 ) -> Result<(), String> {
@@ -89,6 +99,17 @@ pub fn bench(
         return Err("--backend tikv needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
     }
     std::fs::create_dir_all(OUT).map_err(|e| format!("{OUT}: {e}"))?;
+    if only == Some(Only::Figure10) {
+        if let Some(reason) = percolator_etcd_cluster::skip_reason() {
+            return Err(format!("Figure 10 needs etcd: {reason}"));
+        }
+        let profile = if dev_build {
+            Profile::DevLikeTests
+        } else {
+            Profile::Release
+        };
+        return figure10(&binaries::build(profile, false)?, quick);
+    }
     let profile = if dev_build {
         println!("(dev build: a smoke run; the figures below are not comparable to release runs)");
         Profile::DevLikeTests
@@ -112,7 +133,7 @@ pub fn bench(
     };
     let remote = Remote { pd, etcd };
     let bin = binaries::build(profile, systems.contains(&"tikv"))?;
-    if !only_freshness {
+    if only.is_none() {
         let mut micro_reports = Vec::new();
         for &backend in &systems {
             micro_reports.push((backend, micro(&bin, backend, quick, &remote)?));
@@ -130,6 +151,11 @@ pub fn bench(
             }
         }
         tpce_summary(&tpce_reports)?;
+        // Figure 10 starts its own etcd cluster and processes: wherever etcd is installed.
+        match percolator_etcd_cluster::skip_reason() {
+            None => figure10(&bin, quick)?,
+            Some(reason) => println!("\n(Figure 10 not measured: {reason})"),
+        }
         println!(
             "\n## Contention: Zipf (θ = 0.99) against uniform keys, 2-key read-modify-write transactions\n"
         );
@@ -235,6 +261,7 @@ fn freshness_chart(reports: &[(&str, Value)]) -> Chart<'static> {
         log_x: true,
         log_y: true,
         series,
+        markers: Vec::new(),
     }
 }
 
@@ -293,6 +320,7 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
         log_x: true,
         log_y: false,
         series,
+        markers: Vec::new(),
     };
     std::fs::write(Path::new(OUT).join("micro.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
@@ -352,10 +380,89 @@ fn oracle_service(bin: &Binaries, quick: bool) -> Result<(), String> {
                 dashed: true,
             },
         ],
+        markers: Vec::new(),
     };
     std::fs::write(Path::new(OUT).join("oracle-service.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
     println!("\nJSON and plot: {OUT}/oracle-service.json, {OUT}/oracle-service.svg");
+    Ok(())
+}
+
+/// The paper's Figure 10 (`percolator-bench figure10`): throughput over time with a worker, the
+/// etcd leader and the leading oracle killed; table, JSON and `faults.svg` with the fault moments.
+fn figure10(bin: &Binaries, quick: bool) -> Result<(), String> {
+    let json = PathBuf::from(OUT).join("faults.json");
+    let mut cmd = bin.bench();
+    cmd.arg("figure10")
+        .arg("--percolator")
+        .arg(bin.percolator_path())
+        .arg("--json")
+        .arg(&json);
+    if quick {
+        cmd.arg("--quick");
+    }
+    let report = run_for_json(cmd, &json, "Figure 10")?;
+    println!(
+        "\n## Figure 10: throughput while processes die (web index on etcd, 3 workers, 2 oracles)\n"
+    );
+    println!(
+        "| fault | at | down for | observer txns/s before | lowest | back to 80% after | crawler back after |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let after = |d: &Value| {
+        d["recovered_after_secs"]
+            .as_f64()
+            .map_or("not within the phase".to_owned(), |s| format!("{s:.1} s"))
+    };
+    let mut markers = Vec::new();
+    for f in report["faults"].as_array().into_iter().flatten() {
+        let at = f["at_secs"].as_f64().unwrap_or(0.0);
+        let action = f["action"].as_str().unwrap_or("?");
+        println!(
+            "| {action} | {at:.1} s | {:.1} s | {:.0} | {:.0}% | {} | {} |",
+            f["down_secs"].as_f64().unwrap_or(0.0),
+            f["observers"]["baseline"].as_f64().unwrap_or(0.0),
+            f["observers"]["lowest_share"].as_f64().unwrap_or(0.0) * 100.0,
+            after(&f["observers"]),
+            after(&f["crawler"]),
+        );
+        markers.push((at, action.to_owned()));
+    }
+    let timeline = report["timeline"].as_array().cloned().unwrap_or_default();
+    let series = |key: &str| -> Vec<(f64, f64)> {
+        timeline
+            .iter()
+            .map(|p| {
+                (
+                    p["t_secs"].as_f64().unwrap_or(0.0),
+                    p[key].as_f64().unwrap_or(0.0),
+                )
+            })
+            .collect()
+    };
+    let chart = Chart {
+        title: "Throughput while processes die (paper Figure 10)",
+        x_label: "seconds",
+        y_label: "per second",
+        log_x: false,
+        log_y: false,
+        series: vec![
+            Series {
+                name: "observer txns".into(),
+                points: series("observer_runs_per_sec"),
+                dashed: false,
+            },
+            Series {
+                name: "pages crawled".into(),
+                points: series("pages_written_per_sec"),
+                dashed: true,
+            },
+        ],
+        markers,
+    };
+    std::fs::write(Path::new(OUT).join("faults.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    println!("\nJSON and plot: {OUT}/faults.json, {OUT}/faults.svg");
     Ok(())
 }
 
@@ -456,6 +563,7 @@ fn tpce_summary(reports: &[(&str, Value)]) -> Result<(), String> {
         log_x: false,
         log_y: true,
         series,
+        markers: Vec::new(),
     };
     std::fs::write(Path::new(OUT).join("tpce.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;

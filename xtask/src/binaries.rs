@@ -44,6 +44,11 @@ impl Binaries {
     pub fn percolator(&self) -> Command {
         Command::new(&self.percolator)
     }
+
+    /// Where the `percolator` CLI is (for benchmarks that start it as worker processes).
+    pub fn percolator_path(&self) -> &std::path::Path {
+        &self.percolator
+    }
 }
 
 /// The `cargo build` arguments for a profile (and the TiKV feature when a cluster is measured).

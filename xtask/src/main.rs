@@ -12,7 +12,7 @@
 //!   check with the declared minimum Rust version (installed with rustup when missing), the
 //!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
-//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness] [--dev-build]`: the benchmarks;
+//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness | --figure10] [--dev-build]`: the benchmarks;
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.
 
 mod bench;
@@ -64,6 +64,9 @@ enum Cmd {
         /// Only the freshness experiment (incremental pipeline vs batch, paper Figure 7).
         #[arg(long)]
         freshness: bool,
+        /// Only the paper's Figure 10 (worker, etcd-leader and oracle kills; needs etcd).
+        #[arg(long, conflicts_with = "freshness")]
+        figure10: bool,
         /// Build the benchmarks in the dev profile (reuses the test build; a smoke run whose
         /// figures are not comparable — CI uses it).
         #[arg(long)]
@@ -93,11 +96,19 @@ fn main() -> ExitCode {
         backend,
         quick,
         freshness,
+        figure10,
         dev_build,
         pd,
     } = cli.command
     {
-        return match bench::bench(backend, quick, freshness, dev_build, pd) {
+        let only = if freshness {
+            Some(bench::Only::Freshness)
+        } else if figure10 {
+            Some(bench::Only::Figure10)
+        } else {
+            None
+        };
+        return match bench::bench(backend, quick, only, dev_build, pd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("xtask bench: {e}");

@@ -21,6 +21,8 @@ pub struct Chart<'a> {
     pub log_x: bool,
     pub log_y: bool,
     pub series: Vec<Series>,
+    /// Vertical lines at these x values with their labels (events such as faults).
+    pub markers: Vec<(f64, String)>,
 }
 
 const W: f64 = 720.0;
@@ -83,6 +85,10 @@ pub fn svg(chart: &Chart<'_>) -> String {
         y_lo = y_lo.min(y);
         y_hi = y_hi.max(y);
     }
+    for &(x, _) in &chart.markers {
+        x_lo = x_lo.min(x);
+        x_hi = x_hi.max(x);
+    }
     if x_lo > x_hi {
         (x_lo, x_hi, y_lo, y_hi) = (1.0, 10.0, 1.0, 10.0);
     }
@@ -143,6 +149,19 @@ pub fn svg(chart: &Chart<'_>) -> String {
         (TOP + H - BOTTOM) / 2.0,
         escape(chart.y_label)
     );
+    for (i, (x, text)) in chart.markers.iter().enumerate() {
+        let x = px(*x);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="#555" stroke-dasharray="2,3"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{}</text>"##,
+            H - BOTTOM,
+            x + 4.0,
+            TOP + 14.0 + 14.0 * i as f64,
+            escape(text)
+        );
+    }
+    // Dots only where there are few points (a timeline would drown in them).
+    let dots = chart.series.iter().all(|s| s.points.len() <= 40);
     for (i, s) in chart.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let path: Vec<String> = s
@@ -160,7 +179,7 @@ pub fn svg(chart: &Chart<'_>) -> String {
             r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
             path.join(" ")
         );
-        for &(x, y) in &s.points {
+        for &(x, y) in s.points.iter().filter(|_| dots) {
             let _ = write!(
                 out,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
@@ -213,11 +232,13 @@ mod tests {
                     dashed: true,
                 },
             ],
+            markers: vec![(30.0, "fault <a>".into())],
         };
         let svg = svg(&chart);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("t &lt;1&gt;"));
+        assert!(svg.contains("fault &lt;a&gt;"));
         assert!(svg.contains(">100<") && svg.contains(">1000<") || svg.contains(">1e3<"));
         assert_eq!(ticks(3.0, 70.0, false), vec![0.0, 20.0, 40.0, 60.0, 80.0]);
     }

@@ -4,6 +4,7 @@
 //! percolator-bench micro --backend sled --db target/bench/db [--quick] [--json FILE]
 //! percolator-bench contention --backend mem|sled [--quick] [--json FILE]
 //! percolator-bench tpce --backend mem|sled|sled-peer [--customers N] [--secs S] [--quick] [--json FILE]
+//! percolator-bench figure10 --percolator target/release/percolator [--quick] [--json FILE]
 //! ```
 
 use std::path::PathBuf;
@@ -57,6 +58,27 @@ enum Command {
         /// Seconds per point and oracle.
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The paper's Figure 10: worker, etcd-leader and oracle-leader kills during the web-index
+    /// pipeline on a 3-member etcd cluster this starts; throughput over time and the checks.
+    #[cfg(feature = "etcd")]
+    Figure10 {
+        /// The `percolator` executable the worker and oracle processes run.
+        #[arg(long)]
+        percolator: PathBuf,
+        /// The short configuration (300 pages, 8 s between faults) instead of the full one
+        /// (1 000 pages, 20 s).
+        #[arg(long)]
+        quick: bool,
+        /// Pages the crawler offers per second (overrides the configuration).
+        #[arg(long)]
+        pages_per_sec: Option<f64>,
+        /// Seconds between faults (overrides the configuration).
+        #[arg(long)]
+        phase_secs: Option<f64>,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -314,6 +336,34 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             .await?;
             print!("{}", report.table());
             write_json(json.as_ref(), &report)
+        }
+        #[cfg(feature = "etcd")]
+        Command::Figure10 {
+            percolator,
+            quick,
+            pages_per_sec,
+            phase_secs,
+            json,
+        } => {
+            use percolator_bench::figure10::{self, Figure10Config};
+            let mut config = if quick {
+                Figure10Config::quick(percolator)
+            } else {
+                Figure10Config::full(percolator)
+            };
+            if let Some(rate) = pages_per_sec {
+                config.loader.pages_per_sec = rate;
+            }
+            if let Some(secs) = phase_secs {
+                config.phase = std::time::Duration::from_secs_f64(secs.max(1.0));
+            }
+            let report = figure10::run(&config, |line| eprintln!("figure10: {line}")).await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.ok() {
+                return Err("Figure 10 checks failed (see the table)".into());
+            }
+            Ok(())
         }
         Command::Contention {
             backend,
