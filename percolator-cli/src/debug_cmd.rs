@@ -136,15 +136,7 @@ pub async fn status<S: RowStore>(
 ) -> Result<ExitCode, CliError> {
     let client = crate::client_builder(&store, &oracle).build().await?;
     let mut rows = Vec::new();
-    let tables = [
-        webindex::schema::DOCUMENTS,
-        webindex::schema::LINKS,
-        webindex::schema::CLUSTERS,
-        webindex::schema::MEMBERS,
-        webindex::schema::INLINKS,
-        webindex::schema::INDEX,
-    ];
-    for t in tables {
+    for t in webindex::schema::TABLES {
         let name = String::from_utf8_lossy(t).into_owned();
         let pending = client.pending_notifications(t).await?;
         let locks = client.locks(t).await?.len();

@@ -59,6 +59,9 @@ pub const INLINKS: &[u8] = b"inlinks";
 /// The exported term index.
 pub const INDEX: &[u8] = b"index";
 
+/// Every table of the web index (for status reports and end-of-run checks).
+pub const TABLES: [&[u8]; 6] = [DOCUMENTS, LINKS, CLUSTERS, MEMBERS, INLINKS, INDEX];
+
 /// Longest URL the pipeline accepts (row keys and column names are built from URLs).
 pub const MAX_URL_BYTES: usize = 1024;
 

@@ -488,14 +488,7 @@ pub async fn run(
     let check = webindex::check(&client).await?;
     let strong = audit::strong_runs(store.as_ref(), &webindex::observers(None)).await?;
     let (mut pending, mut locks) = (0, 0);
-    for table in [
-        schema::DOCUMENTS,
-        schema::LINKS,
-        schema::CLUSTERS,
-        schema::MEMBERS,
-        schema::INLINKS,
-        schema::INDEX,
-    ] {
+    for table in schema::TABLES {
         pending += client.pending_notifications(table).await?;
         locks += client.locks(table).await?.len();
     }
