@@ -341,9 +341,9 @@ fn oracle_service(bin: &Binaries, quick: bool) -> Result<(), String> {
         "\n## Timestamp oracle service over loopback (target: ≥ 1 M ts/s from 64 requesters, p99 < 1 ms)\n"
     );
     println!(
-        "| requesters | in-process (M ts/s) | service (M ts/s) | service ÷ in-process | p50 | p99 | callers per RPC |"
+        "| requesters | in-process (M ts/s) | service (M ts/s) | service trials | service ÷ in-process | p50 | p99 | callers per RPC |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut service = Vec::new();
     let mut local = Vec::new();
     for p in report["points"].as_array().into_iter().flatten() {
@@ -352,8 +352,15 @@ fn oracle_service(bin: &Binaries, quick: bool) -> Result<(), String> {
             p["local_per_s"].as_f64().unwrap_or(0.0) / 1e6,
             p["remote_per_s"].as_f64().unwrap_or(0.0) / 1e6,
         );
+        let trials: Vec<String> = p["remote_trials_per_s"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| format!("{:.2}", t.as_f64().unwrap_or(0.0) / 1e6))
+            .collect();
         println!(
-            "| {n} | {l:.2} | {r:.2} | {:.2} | {} µs | {} µs | {:.1} |",
+            "| {n} | {l:.2} | {r:.2} | {} | {:.2} | {} µs | {} µs | {:.1} |",
+            trials.join(" "),
             p["ratio"].as_f64().unwrap_or(0.0),
             p["remote_p50_us"].as_u64().unwrap_or(0),
             p["remote_p99_us"].as_u64().unwrap_or(0),
