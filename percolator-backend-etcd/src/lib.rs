@@ -239,4 +239,8 @@ impl RowStore for EtcdStore {
     async fn sync(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn tables(&self) -> Result<Vec<Bytes>, StoreError> {
+        read::tables(&self.client, &self.layout).await
+    }
 }

@@ -256,3 +256,32 @@ async fn scan_at_one_revision(
     rows.truncate(limit);
     Ok(Ok(rows))
 }
+
+/// `RowStore::tables`: skips from table to table in each family's key range, one one-key
+/// range request per table.
+pub(crate) async fn tables(client: &EtcdClient, layout: &Layout) -> Result<Vec<Bytes>, StoreError> {
+    let mut tables = std::collections::BTreeSet::new();
+    for family in percolator_core::Family::ALL {
+        let end = Bytes::from(prefix_end(&layout.family_prefix(family)));
+        let mut cursor = Bytes::from(layout.family_prefix(family));
+        loop {
+            let page = client
+                .range(proto::RangeRequest {
+                    key: cursor.clone(),
+                    range_end: end.clone(),
+                    limit: 1,
+                    keys_only: true,
+                    ..proto::RangeRequest::default()
+                })
+                .await
+                .map_err(store_error)?;
+            let Some(kv) = page.kvs.into_iter().next() else {
+                break;
+            };
+            let table = layout.decode(family, &kv.key)?.table;
+            cursor = Bytes::from(prefix_end(&layout.table_start(family, &table)));
+            tables.insert(Bytes::from(table));
+        }
+    }
+    Ok(tables.into_iter().collect())
+}

@@ -86,6 +86,15 @@ struct RowState {
     /// `indexed[f]`: the row is in `family_rows[f]`. Changed only under the row's write latch,
     /// together with the index itself, so the flag and the index never disagree.
     indexed: [bool; Family::ALL.len()],
+    /// The row was found empty and removed from every map (under this latch). A mutation that
+    /// latches a removed row looks the row up again instead of writing into it.
+    removed: bool,
+}
+
+impl RowState {
+    fn is_empty(&self) -> bool {
+        self.families.iter().all(BTreeMap::is_empty)
+    }
 }
 
 /// The in-memory store. See the crate docs.
@@ -146,34 +155,66 @@ impl MemStore {
     }
 
     fn apply(&self, item: RowMutation) -> MutationOutcome {
-        let key = (item.table, item.row);
-        let row = match self.rows.get(&key) {
-            Some(entry) => Arc::clone(entry.value()),
-            None => Arc::clone(
-                self.rows
-                    .get_or_insert_with(key.clone(), || Arc::new(MemRow::default()))
-                    .value(),
-            ),
-        };
-        let mut state = row.latched.write();
+        let key = (item.table.clone(), item.row.clone());
+        loop {
+            let row = match self.rows.get(&key) {
+                Some(entry) => Arc::clone(entry.value()),
+                None => Arc::clone(
+                    self.rows
+                        .get_or_insert_with(key.clone(), || Arc::new(MemRow::default()))
+                        .value(),
+                ),
+            };
+            let mut state = row.latched.write();
+            if state.removed {
+                continue; // emptied and removed after we found it: look it up again
+            }
+            let outcome = self.apply_latched(&key, &row, &mut state, item);
+            if state.is_empty() {
+                self.remove_row(&key, &mut state);
+            }
+            return outcome;
+        }
+    }
+
+    /// Removes an empty row from the row map and every family index (under its write latch):
+    /// deleting a row's last cell (garbage collection does) leaves nothing behind.
+    fn remove_row(&self, key: &RowKey, state: &mut RowState) {
+        for (f, indexed) in state.indexed.iter_mut().enumerate() {
+            if std::mem::take(indexed) {
+                self.family_rows[f].remove(key);
+            }
+        }
+        state.removed = true;
+        self.rows.remove(key);
+    }
+
+    fn apply_latched(
+        &self,
+        key: &RowKey,
+        row: &Arc<MemRow>,
+        state: &mut RowState,
+        item: RowMutation,
+    ) -> MutationOutcome {
+        let (item_conditions, item_mutations) = (item.conditions, item.mutations);
         // Index the row in every family it puts into before checking anything, while holding
         // the latch: a scan admitted after the checks must find the row (crate docs). Rows are
         // never removed here, only by a scan that finds the family empty (`prune`), so a commit
         // moving a row from the lock family to the write family never leaves it missing from
         // both indexes.
-        for m in &item.mutations {
+        for m in &item_mutations {
             let f = m.family().index();
             if matches!(m, Mutation::Put { .. }) && !state.indexed[f] {
                 state.indexed[f] = true;
-                self.family_rows[f].insert(key.clone(), Arc::clone(&row));
+                self.family_rows[f].insert(key.clone(), Arc::clone(row));
             }
         }
-        for (i, condition) in item.conditions.iter().enumerate() {
+        for (i, condition) in item_conditions.iter().enumerate() {
             if !self.holds(&state.families, condition) {
                 return MutationOutcome::ConditionFailed { condition: i };
             }
         }
-        for m in item.mutations {
+        for m in item_mutations {
             apply_one(&mut state.families, m);
         }
         MutationOutcome::Applied
@@ -405,5 +446,122 @@ impl RowStore for MemStore {
 
     async fn sync(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn tables(&self) -> Result<Vec<Bytes>, StoreError> {
+        let mut tables = Vec::new();
+        let mut next = self.rows.front();
+        while let Some(entry) = next {
+            let table = entry.key().0.clone();
+            // The first row key of the next table: every row of `table` sorts below it.
+            let mut past = table.to_vec();
+            past.push(0);
+            next = self
+                .rows
+                .lower_bound(Bound::Included(&(Bytes::from(past), Bytes::new())));
+            tables.push(table);
+        }
+        Ok(tables)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(ts: u64) -> Mutation {
+        Mutation::Put {
+            family: Family::Write,
+            column: Bytes::from_static(b"c"),
+            ts,
+            value: Bytes::from_static(b"v"),
+        }
+    }
+
+    fn item(row: &'static [u8], mutations: Vec<Mutation>) -> RowMutation {
+        RowMutation {
+            table: Bytes::from_static(b"t"),
+            row: Bytes::from_static(row),
+            conditions: vec![],
+            mutations,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_row_emptied_by_deletes_leaves_no_trace_and_comes_back_on_the_next_write() {
+        let store = MemStore::new();
+        store
+            .mutate_rows(vec![item(b"r", vec![put(1), put(2)])])
+            .await
+            .unwrap();
+        assert_eq!(store.rows.len(), 1);
+        let delete_all = Mutation::DeleteRange {
+            family: Family::Write,
+            column: Bytes::from_static(b"c"),
+            ts: TsRange::ALL,
+        };
+        store
+            .mutate_rows(vec![item(b"r", vec![delete_all])])
+            .await
+            .unwrap();
+        assert_eq!(store.rows.len(), 0, "the empty row stayed in the row map");
+        assert!(store.family_rows.iter().all(SkipMap::is_empty));
+        assert!(store.tables().await.unwrap().is_empty());
+        store
+            .mutate_rows(vec![item(b"r", vec![put(3)])])
+            .await
+            .unwrap();
+        let cells = store
+            .read_row(ReadRow {
+                snapshot_ts: None,
+                table: Bytes::from_static(b"t"),
+                row: Bytes::from_static(b"r"),
+                reads: vec![FamilyRead::all(Family::Write)],
+            })
+            .await
+            .unwrap();
+        assert_eq!(cells[0].len(), 1, "the write after the removal was lost");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn writes_racing_row_removal_are_never_lost() {
+        let store = Arc::new(MemStore::new());
+        let mut tasks = Vec::new();
+        for w in 0..4u64 {
+            let store = Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                for i in 0..2_000u64 {
+                    let ts = w * 1_000_000 + i + 1;
+                    store
+                        .mutate_rows(vec![item(b"r", vec![put(ts)])])
+                        .await
+                        .unwrap();
+                    let delete = Mutation::Delete {
+                        family: Family::Write,
+                        column: Bytes::from_static(b"c"),
+                        ts,
+                    };
+                    // Our own version must be there until we delete it.
+                    let cells = store
+                        .read_row(ReadRow {
+                            snapshot_ts: None,
+                            table: Bytes::from_static(b"t"),
+                            row: Bytes::from_static(b"r"),
+                            reads: vec![FamilyRead::all(Family::Write).ts(TsRange::at(ts))],
+                        })
+                        .await
+                        .unwrap();
+                    assert_eq!(cells[0].len(), 1, "write {ts} vanished");
+                    store
+                        .mutate_rows(vec![item(b"r", vec![delete])])
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(store.rows.len(), 0);
     }
 }

@@ -654,6 +654,21 @@ impl RowStore for SledStore {
         self.synced_upto.fetch_max(covers, Ordering::SeqCst);
         Ok(())
     }
+
+    /// Skips from table to table in each family's tree: one seek per table.
+    async fn tables(&self) -> Result<Vec<Bytes>, StoreError> {
+        let mut tables = std::collections::BTreeSet::new();
+        for tree in &self.trees {
+            let mut cursor = Vec::new();
+            while let Some(item) = tree.range(cursor.as_slice()..).next() {
+                let (k, _) = item.map_err(|e| backend("listing tables", e))?;
+                let (table, _) = key::decode_bytes(&k, 0).map_err(corrupt)?;
+                cursor = prefix_successor(&key::table_prefix(&table));
+                tables.insert(Bytes::from(table));
+            }
+        }
+        Ok(tables.into_iter().collect())
+    }
 }
 
 #[cfg(test)]

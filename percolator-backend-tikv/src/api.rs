@@ -45,6 +45,10 @@ pub trait KvApi: Send + Sync + 'static {
     /// A fresh timestamp from the cluster's timestamp oracle.
     async fn current_timestamp(&self) -> Result<u64, KvError>;
 
+    /// Lets the cluster drop MVCC versions no read at or above `safe_point` (a timestamp of
+    /// the cluster's oracle) can see: TiKV's GC.
+    async fn gc(&self, safe_point: u64) -> Result<(), KvError>;
+
     /// Names the cluster this client reaches: equal for two clients of one cluster, different
     /// for different clusters (the first half of [`crate::TikvStore`]'s store id).
     fn cluster_id(&self) -> String;

@@ -190,6 +190,17 @@ impl KvApi for TikvClient {
             .version())
     }
 
+    /// Resolves TiKV's own locks below `safe_point` and hands it to PD, which lets every TiKV
+    /// node drop older versions (tikv-client's `gc`).
+    async fn gc(&self, safe_point: u64) -> Result<(), KvError> {
+        use tikv_client::TimestampExt as _;
+        self.client
+            .gc(tikv_client::Timestamp::from_version(safe_point))
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
     /// `tikv:` and the sorted PD endpoints it was given. (The same cluster reached through a
     /// different set of PD endpoints gets a different id; give every process the same list.)
     fn cluster_id(&self) -> String {

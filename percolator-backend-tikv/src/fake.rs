@@ -130,8 +130,30 @@ impl KvApi for FakeKv {
         Ok(self.state.lock().next_ts())
     }
 
+    /// Per key, drops every version older than the newest one at or below `safe_point`, and
+    /// that one too when it is a deletion: reads at or above `safe_point` see the same.
+    async fn gc(&self, safe_point: u64) -> Result<(), KvError> {
+        let mut state = self.state.lock();
+        state.data.retain(|_, versions| {
+            // Oldest first: the newest version at or below the safe point.
+            if let Some(keep) = versions.iter().rposition(|(ts, _)| *ts <= safe_point) {
+                let drop_keep = versions[keep].1.is_none();
+                versions.drain(..keep + usize::from(drop_keep));
+            }
+            !versions.is_empty()
+        });
+        Ok(())
+    }
+
     fn cluster_id(&self) -> String {
         self.id.to_string()
+    }
+}
+
+impl FakeKv {
+    /// How many versions the cluster holds, over every key (for GC tests).
+    pub fn version_count(&self) -> usize {
+        self.state.lock().data.values().map(Vec::len).sum()
     }
 }
 

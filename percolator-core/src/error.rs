@@ -133,6 +133,18 @@ pub enum Error {
     #[cfg(feature = "fault-injection")]
     #[error("commit stopped by fault injection at {0:?}")]
     InjectedCrash(crate::txn::fault::CommitStep),
+    /// The transaction's snapshot may have been garbage-collected: its start timestamp is below
+    /// the store's GC safe point, or its client's worker lease lapsed (so GC may have passed it
+    /// unseen). Nothing was read or written. Retryable: a new transaction gets a fresh snapshot.
+    #[error("transaction {start_ts} is too old to read or write: {reason}")]
+    SnapshotTooOld {
+        /// The transaction's start timestamp.
+        start_ts: u64,
+        /// The newest safe point this client knows of.
+        safe_point: u64,
+        /// Which of the two.
+        reason: String,
+    },
     /// The transaction was already committed or failed; it cannot be used again.
     #[error("transaction already finished")]
     Finished,
@@ -195,6 +207,7 @@ impl Error {
             Error::Conflict { .. }
                 | Error::LockWaitTimeout { .. }
                 | Error::Aborted { .. }
+                | Error::SnapshotTooOld { .. }
                 | Error::Store(StoreError::Unavailable(_))
         )
     }

@@ -29,6 +29,7 @@
 
 pub mod backoff;
 pub mod error;
+pub mod gc;
 pub mod histogram;
 pub mod key;
 pub mod liveness;
@@ -59,6 +60,7 @@ pub mod fault {
 pub use error::{Error, Result, StoreError};
 #[cfg(feature = "fault-injection")]
 pub use fault::{CommitHook, CommitStep, HookAction};
+pub use gc::{GcConfig, GcReport};
 pub use oracle::{LocalOracle, TimestampOracle};
 pub use records::CellAddr;
 pub use store::{

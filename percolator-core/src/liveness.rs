@@ -20,6 +20,21 @@ use crate::store::{Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, 
 use crate::tables::WORKERS_TABLE;
 
 const LEASE_COLUMN: &[u8] = b"lease_until_ms";
+/// The oldest start timestamp the worker still has in use (see [`crate::gc`]).
+const OLDEST_COLUMN: &[u8] = b"oldest_start_ts";
+
+/// One worker's lease as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerLease {
+    /// The worker id.
+    pub worker: u64,
+    /// Oracle time (ms) until which the lease holds.
+    pub until_ms: u64,
+    /// The oldest start timestamp the worker had in use when it last renewed (`None`: written
+    /// by a version that did not publish it; garbage collection then assumes 0).
+    pub oldest_start_ts: Option<u64>,
+}
 
 /// Answers whether the worker that owns a lock is still running.
 #[cfg_attr(test, mockall::automock)]
@@ -40,25 +55,95 @@ impl<S: RowStore> StoreLiveness<S> {
         Self { store }
     }
 
-    /// Writes (or refreshes) `worker`'s lease to end `lease` from now in oracle time (`clock`).
-    pub async fn register(&self, worker: u64, clock: &OracleClock, lease: Duration) -> Result<()> {
+    /// Writes (or refreshes) `worker`'s lease to end `lease` from now in oracle time (`clock`),
+    /// publishing `oldest_start_ts`, the oldest start timestamp it still has in use. Returns
+    /// the deadline written.
+    pub async fn register(
+        &self,
+        worker: u64,
+        clock: &OracleClock,
+        lease: Duration,
+        oldest_start_ts: u64,
+    ) -> Result<u64> {
         let until = clock
             .now_ms()
             .saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX));
+        let put = |column: &'static [u8], value: u64| Mutation::Put {
+            family: Family::Data,
+            column: Bytes::from_static(column),
+            ts: 0,
+            value: Bytes::copy_from_slice(&value.to_be_bytes()),
+        };
         self.store
             .mutate_rows(vec![RowMutation {
                 table: Bytes::from_static(WORKERS_TABLE),
                 row: Bytes::copy_from_slice(&worker.to_be_bytes()),
                 conditions: vec![],
-                mutations: vec![Mutation::Put {
+                mutations: vec![
+                    put(LEASE_COLUMN, until),
+                    put(OLDEST_COLUMN, oldest_start_ts),
+                ],
+            }])
+            .await?;
+        Ok(until)
+    }
+
+    /// Every stored lease, live or not (garbage collection reads them for the safe point and
+    /// deletes the dead ones' rows).
+    pub async fn leases(&self) -> Result<Vec<WorkerLease>> {
+        let rows = self
+            .store
+            .scan(crate::store::Scan {
+                snapshot_ts: None,
+                table: Bytes::from_static(WORKERS_TABLE),
+                start: std::ops::Bound::Unbounded,
+                end: std::ops::Bound::Unbounded,
+                read: FamilyRead::all(Family::Data).max_versions(1),
+                row_limit: None,
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let worker = u64_of(&row.row, "worker id")?;
+            let mut lease = WorkerLease {
+                worker,
+                until_ms: 0,
+                oldest_start_ts: None,
+            };
+            for cell in &row.cells {
+                match cell.column.as_ref() {
+                    LEASE_COLUMN => lease.until_ms = u64_of(&cell.value, "worker lease")?,
+                    OLDEST_COLUMN => {
+                        lease.oldest_start_ts = Some(u64_of(&cell.value, "oldest start ts")?);
+                    }
+                    _ => {}
+                }
+            }
+            out.push(lease);
+        }
+        Ok(out)
+    }
+
+    /// Deletes the lease row of `lease.worker` if it still holds exactly `lease.until_ms` (a
+    /// worker that renewed meanwhile keeps its row). Whether it was deleted.
+    pub async fn remove_if_unchanged(&self, lease: &WorkerLease) -> Result<bool> {
+        let outcome = self
+            .store
+            .mutate_rows(vec![RowMutation {
+                table: Bytes::from_static(WORKERS_TABLE),
+                row: Bytes::copy_from_slice(&lease.worker.to_be_bytes()),
+                conditions: vec![crate::store::Condition::Equals {
                     family: Family::Data,
                     column: Bytes::from_static(LEASE_COLUMN),
                     ts: 0,
-                    value: Bytes::copy_from_slice(&until.to_be_bytes()),
+                    value: Bytes::copy_from_slice(&lease.until_ms.to_be_bytes()),
                 }],
+                mutations: lease_deletes(),
             }])
             .await?;
-        Ok(())
+        Ok(outcome
+            .into_iter()
+            .all(crate::store::MutationOutcome::applied))
     }
 
     /// Removes `worker`'s lease (graceful shutdown).
@@ -68,15 +153,31 @@ impl<S: RowStore> StoreLiveness<S> {
                 table: Bytes::from_static(WORKERS_TABLE),
                 row: Bytes::copy_from_slice(&worker.to_be_bytes()),
                 conditions: vec![],
-                mutations: vec![Mutation::Delete {
-                    family: Family::Data,
-                    column: Bytes::from_static(LEASE_COLUMN),
-                    ts: 0,
-                }],
+                mutations: lease_deletes(),
             }])
             .await?;
         Ok(())
     }
+}
+
+/// Deletes a lease row's cells.
+fn lease_deletes() -> Vec<Mutation> {
+    [LEASE_COLUMN, OLDEST_COLUMN]
+        .into_iter()
+        .map(|column| Mutation::Delete {
+            family: Family::Data,
+            column: Bytes::from_static(column),
+            ts: 0,
+        })
+        .collect()
+}
+
+/// A stored big-endian u64, or `Corrupt` naming `what`.
+fn u64_of(bytes: &[u8], what: &str) -> Result<u64> {
+    let array: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| Error::Corrupt(format!("{what} is {} bytes, expected 8", bytes.len())))?;
+    Ok(u64::from_be_bytes(array))
 }
 
 #[async_trait]
@@ -98,12 +199,6 @@ impl<S: RowStore> Liveness for StoreLiveness<S> {
         let Some(cell) = cells.first().and_then(|c| c.first()) else {
             return Ok(false);
         };
-        let bytes: [u8; 8] = cell.value.as_ref().try_into().map_err(|_| {
-            Error::Corrupt(format!(
-                "worker lease is {} bytes, expected 8",
-                cell.value.len()
-            ))
-        })?;
-        Ok(u64::from_be_bytes(bytes) >= now_ms)
+        Ok(u64_of(&cell.value, "worker lease")? >= now_ms)
     }
 }

@@ -504,6 +504,41 @@ pub trait RowStore: Send + Sync + 'static {
     /// Makes every mutation that returned before this call durable (as far as
     /// [`StoreLimits::durable_after_sync`] promises).
     async fn sync(&self) -> Result<(), StoreError>;
+
+    /// Every table that holds a cell in some family, in byte order, reserved tables included.
+    /// For maintenance (garbage collection walks every table), not the transaction path: it may
+    /// also list a table whose last cells were just deleted, never leave out one with cells.
+    async fn tables(&self) -> Result<Vec<Bytes>, StoreError>;
+
+    /// Lets the store reclaim its own history below `safe_point`, a timestamp below every
+    /// snapshot in use (TiKV: its MVCC GC; stores that keep no history of their own need
+    /// nothing). Percolator's GC calls it after collecting its own versions. Does nothing by
+    /// default; a wrapper forwards it.
+    async fn collect_garbage(&self, safe_point: u64) -> Result<(), StoreError> {
+        let _ = safe_point;
+        Ok(())
+    }
+}
+
+/// One page of a scan of `table` from `start` to the end: at most `row_limit` rows. Walk a
+/// table a page at a time by passing `Bound::Excluded(last row)` as the next `start`.
+pub async fn scan_page<S: RowStore + ?Sized>(
+    store: &S,
+    table: &Bytes,
+    start: &Bound<Bytes>,
+    read: FamilyRead,
+    row_limit: usize,
+) -> Result<Vec<RowCells>, StoreError> {
+    store
+        .scan(Scan {
+            snapshot_ts: None,
+            table: table.clone(),
+            start: start.clone(),
+            end: Bound::Unbounded,
+            read,
+            row_limit: Some(row_limit),
+        })
+        .await
 }
 
 /// Checks a batch against a backend's limits before anything is applied. Backends call this

@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::records::{WriteKind, WriteRecord};
-use percolator_core::store::{Columns, Family, FamilyRead, Scan};
+use percolator_core::store::{Columns, Family, FamilyRead, scan_page};
 use percolator_core::tables::ack_column;
 use percolator_core::{NotificationKind, Result, RowStore};
 
@@ -57,17 +57,9 @@ async fn audit_column<S: RowStore>(
 ) -> Result<()> {
     let mut start = Bound::Unbounded;
     loop {
-        let rows = store
-            .scan(Scan {
-                snapshot_ts: None,
-                table: table.clone(),
-                start: start.clone(),
-                end: Bound::Unbounded,
-                read: FamilyRead::all(Family::Write)
-                    .columns(Columns::Only(vec![column.clone(), ack.clone()])),
-                row_limit: Some(PAGE_ROWS),
-            })
-            .await?;
+        let read = FamilyRead::all(Family::Write)
+            .columns(Columns::Only(vec![column.clone(), ack.clone()]));
+        let rows = scan_page(store, table, &start, read, PAGE_ROWS).await?;
         let Some(last) = rows.last() else {
             return Ok(());
         };

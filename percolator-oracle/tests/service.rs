@@ -90,6 +90,16 @@ impl RowStore for ProcessView {
         self.reachable()?;
         self.store.sync().await
     }
+
+    async fn tables(&self) -> Result<Vec<bytes::Bytes>, StoreError> {
+        self.reachable()?;
+        self.store.tables().await
+    }
+
+    async fn collect_garbage(&self, safe_point: u64) -> Result<(), StoreError> {
+        self.reachable()?;
+        self.store.collect_garbage(safe_point).await
+    }
 }
 
 const LEASE: Duration = Duration::from_millis(600);

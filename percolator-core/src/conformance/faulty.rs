@@ -350,6 +350,16 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         }
         self.inner.sync().await
     }
+
+    /// Forwarded without faults: maintenance, not the protocol under test.
+    async fn tables(&self) -> Result<Vec<bytes::Bytes>, StoreError> {
+        self.inner.tables().await
+    }
+
+    /// Forwarded without faults.
+    async fn collect_garbage(&self, safe_point: u64) -> Result<(), StoreError> {
+        self.inner.collect_garbage(safe_point).await
+    }
 }
 
 /// Whether a batch writes Percolator's reserved metadata (the oracle's high-water mark).

@@ -36,6 +36,7 @@
 
 pub mod fault_cases;
 pub mod faulty;
+pub mod gc_cases;
 pub mod hooks;
 pub mod invariant_cases;
 pub mod one_phase_cases;
@@ -161,6 +162,7 @@ macro_rules! conformance_tests {
             store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
             store_concurrent_conditional_increments => store_cases::concurrent_conditional_increments,
             store_lock_to_write_transition_never_hides_a_row => store_cases::lock_to_write_transition_never_hides_a_row,
+            store_tables_lists_every_table => store_cases::tables_lists_every_table,
             txn_figure4_transfer => txn_cases::figure4_transfer,
             txn_snapshot_isolation => txn_cases::snapshot_isolation,
             txn_write_write_conflict => txn_cases::write_write_conflict,
@@ -204,6 +206,11 @@ macro_rules! conformance_tests {
             invariant_bank_transfers_with_crashes => invariant_cases::bank_transfers_with_crashes,
             invariant_durable_concurrent_commits => invariant_cases::durable_concurrent_commits,
             invariant_bank_transfers_over_faulty_store => invariant_cases::bank_transfers_over_faulty_store,
+            gc_collects_history_below_the_safe_point => gc_cases::collects_history_below_the_safe_point,
+            gc_readers_and_writers_interleaved_with_gc => gc_cases::readers_and_writers_interleaved_with_gc,
+            gc_lapsed_client_gets_snapshot_too_old => gc_cases::lapsed_client_gets_snapshot_too_old,
+            gc_late_prewrites_after_gc_still_fail => gc_cases::late_prewrites_after_gc_still_fail,
+            gc_resolves_old_locks_and_dead_leases => gc_cases::resolves_old_locks_and_dead_leases,
         );
     };
     (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {

@@ -226,6 +226,17 @@ impl<S: RowStore> RowStore for ForeignStore<S> {
     async fn sync(&self) -> std::result::Result<(), crate::error::StoreError> {
         self.0.sync().await
     }
+
+    async fn tables(&self) -> std::result::Result<Vec<bytes::Bytes>, crate::error::StoreError> {
+        self.0.tables().await
+    }
+
+    async fn collect_garbage(
+        &self,
+        safe_point: u64,
+    ) -> std::result::Result<(), crate::error::StoreError> {
+        self.0.collect_garbage(safe_point).await
+    }
 }
 
 pub async fn monotonic_across_restarts<F: StoreFactory>(factory: &F) {

@@ -983,3 +983,34 @@ pub async fn lock_to_write_transition_never_hides_a_row<F: StoreFactory>(factory
     }
     assert!(checked > 0, "no row was observed mid-transition");
 }
+
+/// `tables` lists every table holding a cell in any family, once each, in byte order (tables
+/// whose names are prefixes of each other or hold awkward bytes included).
+pub async fn tables_lists_every_table<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let tables: [&[u8]; 5] = [b"a", b"a\x00", b"ab", b"\xff\x00t", b"zz"];
+    for (i, table) in tables.iter().enumerate() {
+        let family = Family::ALL[i % Family::ALL.len()];
+        let items = (0..3)
+            .map(|r| {
+                row_mutation(
+                    table,
+                    format!("row{r}").as_bytes(),
+                    vec![],
+                    vec![put(family, b"c", 5, b"v")],
+                )
+            })
+            .collect();
+        apply(&*store, items).await;
+    }
+    let listed = store.tables().await.unwrap();
+    let mut wanted: Vec<Bytes> = tables.iter().map(|t| b(t)).collect();
+    wanted.sort();
+    let user: Vec<Bytes> = listed
+        .iter()
+        .filter(|t| !t.starts_with(crate::tables::RESERVED_PREFIX))
+        .cloned()
+        .collect();
+    assert_eq!(user, wanted, "listed {listed:?}");
+    assert!(listed.is_sorted(), "{listed:?}");
+}

@@ -12,7 +12,7 @@
 //!   timestamp it saw plus the time elapsed since on its own *monotonic* clock. Only clock rates
 //!   matter then, never offsets between machines.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bits of the logical counter below the milliseconds (PD's layout).
@@ -71,6 +71,8 @@ pub struct OracleClock {
     origin: Instant,
     /// Oracle milliseconds minus milliseconds elapsed since `origin`, the largest seen.
     offset_ms: AtomicI64,
+    /// The largest timestamp observed.
+    latest: AtomicU64,
 }
 
 impl Default for OracleClock {
@@ -78,6 +80,7 @@ impl Default for OracleClock {
         Self {
             origin: Instant::now(),
             offset_ms: AtomicI64::new(i64::MIN),
+            latest: AtomicU64::new(0),
         }
     }
 }
@@ -92,6 +95,13 @@ impl OracleClock {
         let physical = i64::try_from(physical_ms(ts)).unwrap_or(i64::MAX);
         self.offset_ms
             .fetch_max(physical.saturating_sub(self.elapsed_ms()), Ordering::AcqRel);
+        self.latest.fetch_max(ts, Ordering::AcqRel);
+    }
+
+    /// The largest timestamp observed (0 before any): every timestamp the oracle hands out
+    /// after this call is larger.
+    pub fn latest(&self) -> u64 {
+        self.latest.load(Ordering::Acquire)
     }
 
     /// Oracle time now, in milliseconds: the latest observed timestamp's physical part plus the

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::gc::snapshots::{ActiveSnapshots, SnapshotSafety};
 use crate::liveness::{Liveness, StoreLiveness};
 use crate::oracle::{OracleClock, TimestampOracle};
 use crate::records::{CellAddr, LockRecord};
@@ -37,6 +38,13 @@ pub(crate) struct ClientInner<S: RowStore> {
     pub(crate) worker_id: u64,
     pub(crate) metrics: TxnMetrics,
     pub(crate) observed: notify::ObservedSet,
+    /// Start timestamps in use, published with the lease for garbage collection.
+    pub(crate) snapshots: Arc<ActiveSnapshots>,
+    /// What a snapshot read or prewrite checks first (safe point, lease, lapse floor).
+    pub(crate) safety: Arc<SnapshotSafety>,
+    /// Renews the worker lease (the background task's, shared so that a collector can publish
+    /// its own oldest snapshot right before it computes the safe point).
+    pub(crate) renewal: Option<Arc<LeaseRenewal<S>>>,
     /// Faults armed for every commit of this client (empty without `fault-injection`).
     pub(super) faults: Faults,
     pub(super) lease_refresher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -136,20 +144,30 @@ impl<S: RowStore> ClientBuilder<S> {
         let clock = Arc::new(OracleClock::default());
         clock.observe(crate::oracle::next_timestamp(oracle.as_ref()).await?);
         let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
-        let lease = self.config.worker_lease;
-        registry.register(worker_id, &clock, lease).await?;
-        let refresher = {
-            let registry = Arc::clone(&registry);
-            let clock = Arc::clone(&clock);
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(lease / 3).await;
-                    if let Err(e) = registry.register(worker_id, &clock, lease).await {
-                        tracing::warn!(worker_id, error = %e, "could not refresh worker lease");
-                    }
-                }
-            })
+        let snapshots = Arc::new(ActiveSnapshots::default());
+        let safety = Arc::new(SnapshotSafety::default());
+        let renewal = LeaseRenewal {
+            registry: Arc::clone(&registry),
+            store: Arc::clone(&self.store),
+            oracle: Arc::clone(&oracle),
+            clock: Arc::clone(&clock),
+            snapshots: Arc::clone(&snapshots),
+            safety: Arc::clone(&safety),
+            worker_id,
+            lease: self.config.worker_lease,
         };
+        renewal.renew().await?;
+        let renewal = Arc::new(renewal);
+        let refreshing = Arc::clone(&renewal);
+        let refresher = tokio::spawn(async move {
+            let renewal = refreshing;
+            loop {
+                tokio::time::sleep(renewal.lease / 3).await;
+                if let Err(e) = renewal.renew().await {
+                    tracing::warn!(worker_id, error = %e, "could not refresh worker lease");
+                }
+            }
+        });
         Ok(Client {
             inner: Arc::new(ClientInner {
                 store: self.store,
@@ -160,6 +178,9 @@ impl<S: RowStore> ClientBuilder<S> {
                 worker_id,
                 metrics: TxnMetrics::default(),
                 observed: self.observed,
+                snapshots,
+                safety,
+                renewal: Some(renewal),
                 faults: self.faults,
                 lease_refresher: parking_lot::Mutex::new(Some(refresher)),
             }),
@@ -167,7 +188,54 @@ impl<S: RowStore> ClientBuilder<S> {
     }
 }
 
+/// What renewing a worker's lease takes (see [`crate::gc::snapshots`]).
+pub(crate) struct LeaseRenewal<S: RowStore> {
+    registry: Arc<StoreLiveness<S>>,
+    store: Arc<S>,
+    oracle: Arc<dyn TimestampOracle>,
+    clock: Arc<OracleClock>,
+    snapshots: Arc<ActiveSnapshots>,
+    safety: Arc<SnapshotSafety>,
+    worker_id: u64,
+    lease: std::time::Duration,
+}
+
+impl<S: RowStore> LeaseRenewal<S> {
+    /// Renews the lease, publishing the oldest start timestamp in use, and reads the safe
+    /// point. After a lapse, dooms every transaction that began before the renewal.
+    pub(crate) async fn renew(&self) -> Result<()> {
+        let lapsed = !self.safety.lease_holds(self.clock.now_ms());
+        // A fresh timestamp, taken before the registrations are read: a transaction that
+        // registers after this asks the oracle later and gets a larger one. (A fresh one, not
+        // the newest seen, so that an idle client does not hold the safe point back.)
+        let fresh = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
+        self.clock.observe(fresh);
+        let oldest = self.snapshots.oldest().unwrap_or(fresh).min(fresh);
+        let until = self
+            .registry
+            .register(self.worker_id, &self.clock, self.lease, oldest)
+            .await?;
+        if lapsed {
+            // A collector that read the leases while ours had run out started below this.
+            let fresh = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
+            self.clock.observe(fresh);
+            self.safety.raise_lapse_floor(fresh);
+        }
+        let margin = u64::try_from((self.lease / 4).as_millis()).unwrap_or(u64::MAX);
+        self.safety.renewed(until.saturating_sub(margin));
+        self.safety
+            .observe_safe_point(crate::gc::safe_point::read(self.store.as_ref()).await?);
+        Ok(())
+    }
+}
+
 impl<S: RowStore> ClientInner<S> {
+    /// Errors unless a snapshot read or prewrite at `start_ts` may go ahead (see
+    /// [`crate::gc`]).
+    pub(crate) fn check_snapshot(&self, start_ts: u64) -> Result<()> {
+        self.safety.check(start_ts, &self.clock)
+    }
+
     /// A timestamp from the oracle, taken in as the latest reading of oracle time.
     pub(crate) async fn timestamp(&self) -> Result<u64> {
         let ts = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
@@ -250,12 +318,21 @@ impl<S: RowStore> Client<S> {
 
     /// Begins a transaction at a fresh start timestamp.
     pub async fn begin(&self) -> Result<Transaction<S>> {
+        // Registered below the timestamp before asking for it (see `crate::gc::snapshots`).
+        let mut snapshot = self.inner.snapshots.enter(self.inner.clock.latest());
         let start_ts = self.inner.timestamp().await?;
+        snapshot.set(start_ts);
         Ok(Transaction::new(
             self.clone(),
             start_ts,
+            snapshot,
             self.inner.faults.clone(),
         ))
+    }
+
+    /// The newest GC safe point this client knows of (see [`crate::gc`]).
+    pub fn safe_point(&self) -> u64 {
+        self.inner.safety.safe_point()
     }
 
     /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this
@@ -264,6 +341,7 @@ impl<S: RowStore> Client<S> {
         if let Some(task) = self.inner.lease_refresher.lock().take() {
             task.abort();
         }
+        self.inner.safety.released();
         StoreLiveness::new(Arc::clone(&self.inner.store))
             .deregister(self.inner.worker_id)
             .await?;

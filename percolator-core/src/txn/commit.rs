@@ -290,6 +290,9 @@ impl<S: RowStore> Client<S> {
         if rows.is_empty() {
             return Ok(());
         }
+        // A prewrite below the safe point could land where GC deleted the rollback record
+        // that would have stopped it.
+        self.inner.check_snapshot(start_ts)?;
         let batch: Vec<RowMutation> = rows
             .iter()
             .map(|r| prewrite_of(r, start_ts, lock, notify_value))

@@ -63,6 +63,7 @@ impl<S: RowStore> Client<S> {
         notify_value: &Bytes,
         faults: &Faults,
     ) -> Result<Option<u64>> {
+        self.inner.check_snapshot(start_ts)?;
         let commit_ts = self.inner.timestamp().await?;
         faults.at(CommitStep::BeforeCommitPoint, start_ts).await?;
         let mutation = layout::one_phase(

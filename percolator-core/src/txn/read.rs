@@ -42,6 +42,7 @@ impl<S: RowStore> ClientInner<S> {
         addr: &CellAddr,
         read_ts: u64,
     ) -> Result<Versioned> {
+        self.check_snapshot(read_ts)?;
         // Set when the first lock blocks us (no clock read on the common, lock-free path).
         let mut started: Option<Instant> = None;
         let mut backoff = Backoff::from_config(&self.config);
@@ -180,6 +181,7 @@ impl<S: RowStore> ClientInner<S> {
         columns: &Columns,
         read_ts: u64,
     ) -> Result<Vec<ScanItem>> {
+        self.check_snapshot(read_ts)?;
         // Set when the first lock blocks us (no clock read on the common, lock-free path).
         let mut started: Option<Instant> = None;
         let mut backoff = Backoff::from_config(&self.config);

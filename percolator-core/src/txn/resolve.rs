@@ -291,6 +291,9 @@ mod tests {
             worker_id: 1,
             metrics: TxnMetrics::default(),
             observed: Default::default(),
+            snapshots: Default::default(),
+            safety: Default::default(),
+            renewal: None,
             faults: Default::default(),
             lease_refresher: parking_lot::Mutex::new(None),
         }

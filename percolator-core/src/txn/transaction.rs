@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::gc::snapshots::SnapshotGuard;
 use crate::records::CellAddr;
 use crate::store::{self, Columns, RowStore};
 use crate::tables::{ack_column, check_user_column, check_user_table, is_reserved_column};
@@ -64,6 +65,8 @@ pub struct Transaction<S: RowStore> {
     writes: BTreeMap<CellAddr, Option<Bytes>>,
     notifies: BTreeSet<CellAddr>,
     faults: Faults,
+    /// Keeps the start timestamp published as in use until the transaction is dropped.
+    _snapshot: SnapshotGuard,
 }
 
 impl<S: RowStore> std::fmt::Debug for Transaction<S> {
@@ -89,13 +92,19 @@ fn bound_of<B: AsRef<[u8]>>(b: Bound<&B>) -> Bound<Bytes> {
 
 impl<S: RowStore> Transaction<S> {
     /// A transaction of `client` at `start_ts`, nothing buffered.
-    pub(super) fn new(client: Client<S>, start_ts: u64, faults: Faults) -> Self {
+    pub(super) fn new(
+        client: Client<S>,
+        start_ts: u64,
+        snapshot: SnapshotGuard,
+        faults: Faults,
+    ) -> Self {
         Self {
             client,
             start_ts,
             writes: BTreeMap::new(),
             notifies: BTreeSet::new(),
             faults,
+            _snapshot: snapshot,
         }
     }
 
@@ -302,9 +311,13 @@ impl<S: RowStore> Transaction<S> {
             writes,
             notifies,
             faults,
+            _snapshot: snapshot,
         } = self;
-        client
+        // The snapshot stays published until the commit is done (its prewrite is checked).
+        let committed = client
             .commit_writes(start_ts, writes, notifies, faults)
-            .await
+            .await;
+        drop(snapshot);
+        committed
     }
 }

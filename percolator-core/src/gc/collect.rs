@@ -1,0 +1,554 @@
+//! One garbage-collection run: [`crate::Client::gc`].
+//!
+//! 1. **Safe point.** From the worker leases (see [`super::safe_point::allowed_by`]), raised
+//!    in the store (never lowered).
+//! 2. **Locks** below the safe point, in every table, are resolved first: rolled forward or
+//!    back through their primaries, exactly as a reader would. This must finish everywhere
+//!    before any write record goes, because resolving a secondary asks its primary's write
+//!    records what happened.
+//! 3. **Versions**, table by table, a bounded page of rows at a time: per column, the newest
+//!    committed write record at or below the safe point stays (with its data) unless it is a
+//!    delete; every older write record, every rollback record at or below it, and every data
+//!    version below it that no remaining write record points at are deleted. Versions above
+//!    the safe point are never touched. Columns whose lock could not be resolved are skipped.
+//! 4. **Leases** of dead workers are deleted (unless renewed meanwhile).
+//! 5. The store collects its own history below the safe point
+//!    ([`crate::RowStore::collect_garbage`]: TiKV's GC).
+//!
+//! Why no admitted snapshot reads differently: a snapshot at `t >= safe point` sees, per
+//! column, the newest committed write at or below `t`; that is either above the safe point
+//! (untouched) or the newest one at or below it (kept, with its data, or a delete — and
+//! reading nothing is what a delete shows). Snapshots below the safe point are refused
+//! ([`crate::Error::SnapshotTooOld`], see [`super::snapshots`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::liveness::StoreLiveness;
+use crate::oracle::time::span_of;
+use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
+use crate::store::{
+    Cell, Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore, TsRange, scan_page,
+};
+use crate::tables::RESERVED_PREFIX;
+use crate::txn::Client;
+
+use super::safe_point;
+
+/// How a garbage-collection run behaves.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GcConfig {
+    /// How far (in oracle time) the safe point stays behind the oldest snapshot any live
+    /// worker uses: room for a worker whose renewal is late. Default 10 minutes.
+    pub grace: Duration,
+    /// Rows read and rewritten per store call: a bound on how long one GC step holds a row.
+    pub batch_rows: usize,
+    /// Count what would be collected without changing anything (the safe point included).
+    pub dry_run: bool,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(600),
+            batch_rows: 256,
+            dry_run: false,
+        }
+    }
+}
+
+impl GcConfig {
+    /// Sets [`Self::grace`].
+    #[must_use]
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Sets [`Self::batch_rows`] (at least 1).
+    #[must_use]
+    pub fn with_batch_rows(mut self, rows: usize) -> Self {
+        self.batch_rows = rows.max(1);
+        self
+    }
+
+    /// Sets [`Self::dry_run`].
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+}
+
+/// What one run did (or, dry, would do) in one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableGc {
+    /// The table.
+    pub table: Bytes,
+    /// Rows whose write records were examined.
+    pub rows: u64,
+    /// Locks below the safe point resolved (rolled forward or back).
+    pub locks_resolved: u64,
+    /// Locks below the safe point whose owner still looked alive (their columns were skipped).
+    pub locks_left: u64,
+    /// Committed write records deleted (superseded, or a delete that was the newest).
+    pub writes_deleted: u64,
+    /// Rollback records deleted.
+    pub rollbacks_deleted: u64,
+    /// Data versions deleted.
+    pub data_deleted: u64,
+}
+
+impl TableGc {
+    /// Cells deleted (or, dry, that would be).
+    pub fn cells_deleted(&self) -> u64 {
+        self.writes_deleted + self.rollbacks_deleted + self.data_deleted
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcReport {
+    /// The safe point before the run.
+    pub previous_safe_point: u64,
+    /// The safe point the run collected below (dry: would have).
+    pub safe_point: u64,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// Workers whose lease was live.
+    pub live_workers: usize,
+    /// Lease rows of dead workers deleted.
+    pub leases_deleted: u64,
+    /// Per table, in table order.
+    pub tables: Vec<TableGc>,
+}
+
+impl GcReport {
+    /// Sums over every table.
+    pub fn total(&self) -> TableGc {
+        let mut sum = TableGc {
+            table: Bytes::from_static(b"(all)"),
+            ..TableGc::default()
+        };
+        for t in &self.tables {
+            sum.rows += t.rows;
+            sum.locks_resolved += t.locks_resolved;
+            sum.locks_left += t.locks_left;
+            sum.writes_deleted += t.writes_deleted;
+            sum.rollbacks_deleted += t.rollbacks_deleted;
+            sum.data_deleted += t.data_deleted;
+        }
+        sum
+    }
+
+    /// A markdown table, one line per table and a total.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "safe point {} (was {}){}; {} live workers, {} dead workers' leases deleted\n\n\
+             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
+            self.safe_point,
+            self.previous_safe_point,
+            if self.dry_run { ", dry run" } else { "" },
+            self.live_workers,
+            self.leases_deleted
+        );
+        for t in self.tables.iter().chain(std::iter::once(&self.total())) {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                String::from_utf8_lossy(&t.table),
+                t.rows,
+                t.locks_resolved,
+                t.locks_left,
+                t.writes_deleted,
+                t.rollbacks_deleted,
+                t.data_deleted
+            ));
+        }
+        out
+    }
+}
+
+/// Where a run is, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GcProgress<'a> {
+    /// The safe point is fixed; `tables` tables follow.
+    Started {
+        /// The safe point.
+        safe_point: u64,
+        /// Tables to walk (twice: locks, then versions).
+        tables: usize,
+    },
+    /// Locks of `table` resolved so far.
+    Locks {
+        /// The table.
+        table: &'a [u8],
+        /// Locks looked at so far.
+        seen: u64,
+    },
+    /// Rows of `table` collected so far.
+    Versions {
+        /// The table.
+        table: &'a [u8],
+        /// Rows done so far.
+        rows: u64,
+    },
+}
+
+impl<S: RowStore> Client<S> {
+    /// Runs garbage collection once (see [`crate::gc`]); `progress` hears where it is.
+    pub async fn gc(
+        &self,
+        config: &GcConfig,
+        mut progress: impl FnMut(GcProgress<'_>),
+    ) -> Result<GcReport> {
+        let inner = &self.inner;
+        let store = &inner.store;
+        // Our own publication is fresh; other workers' are at most a third of a lease old.
+        if let Some(renewal) = &inner.renewal
+            && inner.safety.lease_holds(inner.clock.now_ms())
+        {
+            renewal.renew().await?;
+        }
+        let now_ts = inner.timestamp().await?;
+        let now_ms = inner.clock.now_ms();
+        let liveness = StoreLiveness::new(Arc::clone(store));
+        let leases = liveness.leases().await?;
+        let allowed = safe_point::allowed_by(&leases, now_ts, now_ms, span_of(config.grace));
+        let previous = safe_point::read(store.as_ref()).await?;
+        let safe_point = if config.dry_run {
+            previous.max(allowed)
+        } else {
+            safe_point::advance(store.as_ref(), allowed).await?
+        };
+        inner.safety.observe_safe_point(safe_point);
+        let mut report = GcReport {
+            previous_safe_point: previous,
+            safe_point,
+            dry_run: config.dry_run,
+            live_workers: leases.iter().filter(|l| l.until_ms >= now_ms).count(),
+            ..GcReport::default()
+        };
+        let tables: Vec<Bytes> = store
+            .tables()
+            .await?
+            .into_iter()
+            .filter(|t| !t.starts_with(RESERVED_PREFIX))
+            .collect();
+        progress(GcProgress::Started {
+            safe_point,
+            tables: tables.len(),
+        });
+        let mut stats: Vec<TableGc> = tables
+            .iter()
+            .map(|t| TableGc {
+                table: t.clone(),
+                ..TableGc::default()
+            })
+            .collect();
+        // 2. Every lock below the safe point, in every table, before any write record goes.
+        let mut skipped: HashSet<CellAddr> = HashSet::new();
+        if safe_point > 0 {
+            for (table, stat) in tables.iter().zip(&mut stats) {
+                self.gc_locks(table, safe_point, config, stat, &mut skipped, &mut progress)
+                    .await?;
+            }
+        }
+        // 3. Versions.
+        for (table, stat) in tables.iter().zip(&mut stats) {
+            self.gc_versions(table, safe_point, config, stat, &skipped, &mut progress)
+                .await?;
+        }
+        report.tables = stats;
+        // 4. Dead workers' leases.
+        for lease in leases.iter().filter(|l| l.until_ms < now_ms) {
+            if config.dry_run || liveness.remove_if_unchanged(lease).await? {
+                report.leases_deleted += 1;
+            }
+        }
+        // 5. The store's own history.
+        if !config.dry_run && safe_point > 0 {
+            store.collect_garbage(safe_point).await?;
+        }
+        Ok(report)
+    }
+
+    async fn gc_locks(
+        &self,
+        table: &Bytes,
+        safe_point: u64,
+        config: &GcConfig,
+        stat: &mut TableGc,
+        skipped: &mut HashSet<CellAddr>,
+        progress: &mut impl FnMut(GcProgress<'_>),
+    ) -> Result<()> {
+        let mut start = Bound::Unbounded;
+        let mut seen = 0;
+        loop {
+            let locks = FamilyRead::all(Family::Lock).ts(TsRange::new(0, safe_point - 1));
+            let rows = scan_page(
+                self.inner.store.as_ref(),
+                table,
+                &start,
+                locks,
+                config.batch_rows,
+            )
+            .await?;
+            let full = rows.len() >= config.batch_rows;
+            for row in &rows {
+                for cell in &row.cells {
+                    seen += 1;
+                    let addr = CellAddr::new(table.clone(), row.row.clone(), cell.column.clone());
+                    if config.dry_run {
+                        stat.locks_resolved += 1;
+                        continue;
+                    }
+                    let lock = LockRecord::decode(&cell.value)?;
+                    if self.inner.resolve_lock(&addr, cell.ts, &lock).await? {
+                        stat.locks_resolved += 1;
+                    } else {
+                        stat.locks_left += 1;
+                        skipped.insert(addr);
+                    }
+                }
+            }
+            progress(GcProgress::Locks { table, seen });
+            match rows.last() {
+                Some(last) if full => start = Bound::Excluded(last.row.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    async fn gc_versions(
+        &self,
+        table: &Bytes,
+        safe_point: u64,
+        config: &GcConfig,
+        stat: &mut TableGc,
+        skipped: &HashSet<CellAddr>,
+        progress: &mut impl FnMut(GcProgress<'_>),
+    ) -> Result<()> {
+        let store = &self.inner.store;
+        let limits = store.limits();
+        let mut start = Bound::Unbounded;
+        loop {
+            let writes = FamilyRead::all(Family::Write);
+            let rows = scan_page(store.as_ref(), table, &start, writes, config.batch_rows).await?;
+            let full = rows.len() >= config.batch_rows;
+            let mut batch = Vec::new();
+            for row in &rows {
+                stat.rows += 1;
+                let plan = plan_row(&row.cells, safe_point, |column| {
+                    skipped.contains(&CellAddr::new(
+                        table.clone(),
+                        row.row.clone(),
+                        column.clone(),
+                    ))
+                })?;
+                stat.writes_deleted += plan.writes;
+                stat.rollbacks_deleted += plan.rollbacks;
+                let mut deletes = plan.deletes;
+                if safe_point > 0 {
+                    let data = self
+                        .data_below(table, &row.row, &plan.columns, safe_point)
+                        .await?;
+                    for cell in data {
+                        let keep = plan
+                            .referenced
+                            .get(&cell.column)
+                            .is_some_and(|kept| kept.contains(&cell.ts));
+                        if !keep {
+                            stat.data_deleted += 1;
+                            deletes.push((Family::Data, cell.column, cell.ts));
+                        }
+                    }
+                }
+                if config.dry_run || deletes.is_empty() {
+                    continue;
+                }
+                for chunk in deletes.chunks(limits.max_row_ops.max(1)) {
+                    batch.push(RowMutation {
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        conditions: Vec::new(),
+                        mutations: chunk
+                            .iter()
+                            .map(|(family, column, ts)| Mutation::Delete {
+                                family: *family,
+                                column: column.clone(),
+                                ts: *ts,
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            for chunk in batch.chunks(limits.max_batch_rows.max(1)) {
+                store.mutate_rows(chunk.to_vec()).await?;
+            }
+            progress(GcProgress::Versions {
+                table,
+                rows: stat.rows,
+            });
+            match rows.last() {
+                Some(last) if full => start = Bound::Excluded(last.row.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Data versions below `safe_point` of `columns` in one row.
+    async fn data_below(
+        &self,
+        table: &Bytes,
+        row: &Bytes,
+        columns: &BTreeSet<Bytes>,
+        safe_point: u64,
+    ) -> Result<Vec<Cell>> {
+        if columns.is_empty() {
+            return Ok(Vec::new());
+        }
+        let answer = self
+            .inner
+            .store
+            .read_row(ReadRow {
+                snapshot_ts: None,
+                table: table.clone(),
+                row: row.clone(),
+                reads: vec![
+                    FamilyRead::all(Family::Data)
+                        .columns(Columns::Only(columns.iter().cloned().collect()))
+                        .ts(TsRange::new(0, safe_point - 1)),
+                ],
+            })
+            .await?;
+        Ok(answer.into_iter().flatten().collect())
+    }
+}
+
+/// What to delete in one row's write family, and which data versions must stay.
+#[derive(Debug, Default)]
+struct RowPlan {
+    deletes: Vec<(Family, Bytes, u64)>,
+    writes: u64,
+    rollbacks: u64,
+    /// Columns collected (their data below the safe point is examined).
+    columns: BTreeSet<Bytes>,
+    /// Per collected column, the start timestamps remaining write records point at.
+    referenced: BTreeMap<Bytes, HashSet<u64>>,
+}
+
+/// Plans one row from all its write records (by column, newest first); `skip` names columns
+/// to leave alone.
+fn plan_row(cells: &[Cell], safe_point: u64, skip: impl Fn(&Bytes) -> bool) -> Result<RowPlan> {
+    let mut plan = RowPlan::default();
+    let mut i = 0;
+    while i < cells.len() {
+        let column = &cells[i].column;
+        let end = cells[i..]
+            .iter()
+            .position(|c| c.column != *column)
+            .map_or(cells.len(), |n| i + n);
+        let versions = &cells[i..end];
+        i = end;
+        if skip(column) {
+            continue;
+        }
+        plan.columns.insert(column.clone());
+        let referenced = plan.referenced.entry(column.clone()).or_default();
+        // Newest first: above the safe point everything stays.
+        let mut kept_committed = false;
+        for cell in versions {
+            let record = WriteRecord::decode(&cell.value)?;
+            let stays = if cell.ts > safe_point {
+                true
+            } else if kept_committed {
+                false
+            } else {
+                match record.kind {
+                    WriteKind::Rollback => false,
+                    WriteKind::Put => {
+                        kept_committed = true;
+                        true
+                    }
+                    WriteKind::Delete => {
+                        kept_committed = true;
+                        false
+                    }
+                }
+            };
+            if stays {
+                if record.kind != WriteKind::Rollback {
+                    referenced.insert(record.start_ts);
+                }
+                continue;
+            }
+            if record.kind == WriteKind::Rollback {
+                plan.rollbacks += 1;
+            } else {
+                plan.writes += 1;
+            }
+            plan.deletes.push((Family::Write, column.clone(), cell.ts));
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(column: &str, ts: u64, kind: WriteKind, start_ts: u64) -> Cell {
+        Cell {
+            column: Bytes::copy_from_slice(column.as_bytes()),
+            ts,
+            value: WriteRecord { kind, start_ts }.encode(),
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_committed_at_or_below_and_everything_above() {
+        let cells = vec![
+            write("a", 90, WriteKind::Put, 85),
+            write("a", 50, WriteKind::Rollback, 50),
+            write("a", 40, WriteKind::Put, 35),
+            write("a", 30, WriteKind::Rollback, 30),
+            write("a", 20, WriteKind::Put, 15),
+            write("b", 45, WriteKind::Delete, 42),
+            write("b", 10, WriteKind::Put, 5),
+        ];
+        let plan = plan_row(&cells, 60, |_| false).unwrap();
+        let deleted: Vec<(&[u8], u64)> = plan
+            .deletes
+            .iter()
+            .map(|(_, c, ts)| (c.as_ref(), *ts))
+            .collect();
+        assert_eq!(
+            deleted,
+            vec![
+                (&b"a"[..], 50),
+                (&b"a"[..], 30),
+                (&b"a"[..], 20),
+                (&b"b"[..], 45),
+                (&b"b"[..], 10)
+            ]
+        );
+        assert_eq!((plan.writes, plan.rollbacks), (3, 2));
+        assert_eq!(
+            plan.referenced[&Bytes::from_static(b"a")],
+            HashSet::from([85, 35])
+        );
+        assert!(plan.referenced[&Bytes::from_static(b"b")].is_empty());
+        let none = plan_row(&cells, 60, |c| c.as_ref() == b"a").unwrap();
+        assert_eq!(none.deletes.len(), 2, "a skipped column keeps everything");
+    }
+}
