@@ -21,6 +21,7 @@
 mod backend;
 mod bank_cmd;
 mod debug_cmd;
+mod gc_cmd;
 mod oracle_cmd;
 mod output;
 mod webindex_cmd;
@@ -76,6 +77,8 @@ enum Command {
     Scan(debug_cmd::ScanArgs),
     /// Pending notifications, locks and registered workers.
     Status,
+    /// Garbage-collects MVCC history below the safe point (one run).
+    Gc(gc_cmd::GcArgs),
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
     Bank(bank_cmd::BankArgs),
     /// The timestamp oracle service.
@@ -126,6 +129,7 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Webindex { command } => webindex_cmd::run(store, oracle, command).await,
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
+        Command::Gc(args) => gc_cmd::run(store, oracle, args).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
     }
 }

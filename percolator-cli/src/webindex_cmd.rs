@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use parking_lot::Mutex;
-use percolator_core::{Client, RowStore, TimestampOracle};
-use percolator_observers::{Runtime, RuntimeConfig, RuntimeStats, audit};
+use percolator_core::{Client, GcConfig, RowStore, TimestampOracle};
+use percolator_observers::{GcSchedule, Runtime, RuntimeConfig, RuntimeStats, audit};
 use percolator_webindex::{
     self as webindex, Clustered, CrawledPage, LoadReport, PageOutcome, freshness, sources,
     synthetic::SyntheticCrawl, warc,
@@ -107,6 +107,13 @@ pub struct RunArgs {
     /// figure10`).
     #[arg(long, value_name = "MS")]
     progress_every_ms: Option<u64>,
+    /// Collect garbage in the background every this many seconds (see `percolator gc`); one
+    /// worker of a cluster is enough.
+    #[arg(long, value_name = "SECS")]
+    gc_every_secs: Option<f64>,
+    /// The safe point's distance behind the oldest snapshot in use, for `--gc-every-secs`.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    gc_grace_secs: f64,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -206,10 +213,25 @@ pub async fn run<S: RowStore>(
             Ok(ExitCode::SUCCESS)
         }
         WebindexCommand::Run(args) => {
+            let gc = match args.gc_every_secs {
+                None => None,
+                Some(every) => {
+                    let seconds = |what: &str, s: f64| {
+                        Duration::try_from_secs_f64(s).map_err(|_| {
+                            format!("{what} must be a non-negative number of seconds, not {s}")
+                        })
+                    };
+                    Some(GcSchedule::new(
+                        seconds("--gc-every-secs", every)?,
+                        GcConfig::default()
+                            .with_grace(seconds("--gc-grace-secs", args.gc_grace_secs)?),
+                    ))
+                }
+            };
             let runtime = Runtime::start(
                 client_builder(&store, &oracle),
                 webindex::observers(None),
-                runtime_config(&args.workers),
+                runtime_config(&args.workers).with_gc(gc),
             )
             .await?;
             let began = Instant::now();
@@ -573,6 +595,10 @@ fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
             ("failed runs", s.failures.to_string()),
             ("lock resolutions", s.lock_resolutions.to_string()),
             ("scanner teleports", s.teleports.to_string()),
+            (
+                "background GC runs (cells deleted)",
+                format!("{} ({})", s.gc_runs, s.gc_cells_deleted),
+            ),
             (
                 "observer latency p50",
                 format!("{:.2} ms", s.latency_p50_us as f64 / 1e3),

@@ -31,4 +31,4 @@ pub use observer::{Change, Observer, Observers};
 pub use percolator_core::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};
-pub use runtime::{Runtime, RuntimeConfig, RuntimeError, pending_on};
+pub use runtime::{GcSchedule, Runtime, RuntimeConfig, RuntimeError, pending_on};

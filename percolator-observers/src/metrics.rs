@@ -24,6 +24,8 @@ pub struct ObserverMetrics {
     pub(crate) teleports: AtomicU64,
     pub(crate) started: AtomicU64,
     pub(crate) in_flight: AtomicU64,
+    pub(crate) gc_runs: AtomicU64,
+    pub(crate) gc_cells_deleted: AtomicU64,
     pub(crate) latency: Histogram,
 }
 
@@ -68,6 +70,10 @@ pub struct RuntimeStats {
     pub latency_p99_us: u64,
     /// Pending notify versions on observed columns (a scan; `None` when not measured).
     pub pending: Option<u64>,
+    /// Garbage-collection runs of this worker's background collector that completed.
+    pub gc_runs: u64,
+    /// Cells those runs deleted.
+    pub gc_cells_deleted: u64,
 }
 
 impl RuntimeStats {
@@ -100,6 +106,8 @@ impl ObserverMetrics {
             latency_p99_us: u64::try_from(self.latency.quantile(0.99).as_micros())
                 .unwrap_or(u64::MAX),
             pending,
+            gc_runs: load(&self.gc_runs),
+            gc_cells_deleted: load(&self.gc_cells_deleted),
         }
     }
 }

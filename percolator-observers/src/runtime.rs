@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use percolator_core::{Client, ClientBuilder, Result, RowStore};
+use percolator_core::{Client, ClientBuilder, GcConfig, Result, RowStore};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,27 @@ pub struct RuntimeConfig {
     pub scan_batch_rows: usize,
     /// Longest pause of a scanner that found nothing to do in a whole sweep.
     pub idle_sleep_max: Duration,
+    /// Garbage collection in the background: every `interval`, one run with `config` (see
+    /// `percolator_core::gc`). `None` (the default): this worker never collects; run
+    /// `percolator gc` or give one worker of the cluster a schedule.
+    pub gc: Option<GcSchedule>,
+}
+
+/// When and how a runtime collects garbage in the background.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GcSchedule {
+    /// Pause between the end of one run and the start of the next.
+    pub interval: Duration,
+    /// How each run behaves.
+    pub config: GcConfig,
+}
+
+impl GcSchedule {
+    /// A run with `config` every `interval`.
+    pub fn new(interval: Duration, config: GcConfig) -> Self {
+        Self { interval, config }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -49,11 +70,19 @@ impl Default for RuntimeConfig {
             max_concurrent_runs: 16,
             scan_batch_rows: 64,
             idle_sleep_max: Duration::from_millis(50),
+            gc: None,
         }
     }
 }
 
 impl RuntimeConfig {
+    /// Sets [`Self::gc`].
+    #[must_use]
+    pub fn with_gc(mut self, gc: Option<GcSchedule>) -> Self {
+        self.gc = gc;
+        self
+    }
+
     /// Sets [`Self::scanners`].
     #[must_use]
     pub fn with_scanners(mut self, scanners: usize) -> Self {
@@ -160,13 +189,16 @@ impl<S: RowStore> Runtime<S> {
             stop: CancellationToken::new(),
             positions: (0..scanners).map(|_| Mutex::new(None)).collect(),
         });
-        let handles = if shared.tables.is_empty() {
+        let mut handles: Vec<JoinHandle<()>> = if shared.tables.is_empty() {
             Vec::new()
         } else {
             (0..scanners)
                 .map(|id| tokio::spawn(crate::scanner::scan_loop(Arc::clone(&shared), id)))
                 .collect()
         };
+        if let Some(schedule) = shared.config.gc.clone() {
+            handles.push(tokio::spawn(gc_loop(Arc::clone(&shared), schedule)));
+        }
         Ok(Self {
             shared,
             scanners: handles,
@@ -256,6 +288,30 @@ impl<S: RowStore> Drop for Runtime<S> {
     fn drop(&mut self) {
         // Dropped without shutdown: stop scanning (in-flight runs finish on their own).
         self.shared.stop.cancel();
+    }
+}
+
+/// The background collector: one run per interval until the runtime stops. A failed run is
+/// logged and tried again next time (GC is idempotent and never needed for correctness).
+async fn gc_loop<S: RowStore>(shared: Arc<Shared<S>>, schedule: GcSchedule) {
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(schedule.interval) => {}
+        }
+        let run = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            run = shared.client.gc(&schedule.config, |_| {}) => run,
+        };
+        match run {
+            Ok(report) => {
+                let metrics = &shared.metrics;
+                crate::metrics::bump(&metrics.gc_runs, 1);
+                crate::metrics::bump(&metrics.gc_cells_deleted, report.total().cells_deleted());
+                tracing::debug!(safe_point = report.safe_point, "background GC run done");
+            }
+            Err(e) => tracing::warn!(error = %e, "background GC run failed; retrying later"),
+        }
     }
 }
 

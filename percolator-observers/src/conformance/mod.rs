@@ -83,6 +83,7 @@ macro_rules! observer_conformance_tests {
             observer_late_writer_not_swallowed => notify_cases::late_writer_not_swallowed,
             observer_graceful_shutdown_leaves_no_locks => notify_cases::graceful_shutdown_leaves_no_locks,
             observer_counting_tree => tree_cases::counting_tree,
+            observer_background_gc_keeps_observers_correct => notify_cases::background_gc_keeps_observers_correct,
         );
     };
     (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
