@@ -4,7 +4,7 @@
 use std::ops::Bound;
 
 use bytes::Bytes;
-use percolator_core::store::truncate_versions;
+use percolator_core::store::{truncate_versions, versions_taken};
 use percolator_core::{Cell, Columns, FamilyRead, ReadRow, RowCells, Scan, StoreError};
 
 use crate::client::{EtcdClient, EtcdError, Idempotence};
@@ -190,6 +190,7 @@ async fn scan_at_one_revision(
         return Ok(Ok(rows));
     }
     let limit = request.row_limit.unwrap_or(usize::MAX);
+    let max_versions = request.read.max_versions.unwrap_or(usize::MAX);
     let end = Bytes::from(end);
     let mut cursor = Bytes::from(start);
     let mut revision = 0i64;
@@ -207,11 +208,25 @@ async fn scan_at_one_revision(
             revision = page.header.as_ref().map_or(0, |h| h.revision);
         }
         let last = page.kvs.last().map(|kv| after(&kv.key));
+        // Where to go on after a page that ended among versions past `max_versions` (the
+        // history of one column): straight to the next column, not through its history.
+        let mut skip_to = None;
         for kv in page.kvs {
+            skip_to = None;
             let cell = match layout.decode(family, &kv.key) {
                 Ok(cell) => cell,
                 Err(e) => return Ok(Err(e)),
             };
+            if versions_taken(&rows, &cell.row, &cell.column) >= max_versions {
+                let mut column = layout.family_prefix(family);
+                column.extend_from_slice(&percolator_core::key::column_prefix(
+                    &cell.table,
+                    &cell.row,
+                    &cell.column,
+                ));
+                skip_to = Some(prefix_end(&column));
+                continue;
+            }
             let same_row = rows
                 .last()
                 .is_some_and(|r| r.row.as_ref() == cell.row.as_slice());
@@ -242,8 +257,9 @@ async fn scan_at_one_revision(
                 });
             }
         }
-        match last {
-            Some(next) if page.more => cursor = Bytes::from(next),
+        match (last, skip_to) {
+            (Some(_), Some(next)) if page.more => cursor = Bytes::from(next),
+            (Some(next), None) if page.more => cursor = Bytes::from(next),
             _ => break,
         }
     }

@@ -88,7 +88,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::RwLock;
 use percolator_core::key::{self, KeyError};
-use percolator_core::store::{truncate_versions, validate_batch};
+use percolator_core::store::validate_batch;
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
@@ -346,23 +346,45 @@ impl SledStore {
                     }
                 }
             }
+            Columns::All if read.ts.is_empty() => {}
             Columns::All => {
-                for item in tree.scan_prefix(row_prefix) {
-                    let (k, v) = item.map_err(|e| backend("read", e))?;
-                    let (column, used) =
-                        key::decode_bytes(&k[row_prefix.len()..], row_prefix.len())
-                            .map_err(corrupt)?;
-                    let at = row_prefix.len() + used;
-                    let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
-                    if read.ts.contains(ts) {
+                // One pass over the row, seeking past what the read does not want: versions
+                // newer than the range, and a column's versions past the range or past
+                // `max_versions`. Old versions are skipped by a seek, never read.
+                let limit = read.max_versions.unwrap_or(usize::MAX);
+                let row_end = prefix_successor(row_prefix);
+                let mut cursor = row_prefix.to_vec();
+                let mut taken: Option<(Vec<u8>, usize)> = None;
+                'seek: loop {
+                    for item in tree.range(cursor.as_slice()..row_end.as_slice()) {
+                        let (k, v) = item.map_err(|e| backend("read", e))?;
+                        let (column, used) =
+                            key::decode_bytes(&k[row_prefix.len()..], row_prefix.len())
+                                .map_err(corrupt)?;
+                        let at = row_prefix.len() + used;
+                        let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
+                        let count = match &taken {
+                            Some((c, n)) if *c == column => *n,
+                            _ => 0,
+                        };
+                        if ts > read.ts.hi {
+                            // Newer than the range: jump to the range's newest version.
+                            cursor = version_bounds(&k[..at], read.ts).0;
+                            continue 'seek;
+                        }
+                        if ts < read.ts.lo || count >= limit {
+                            cursor = prefix_successor(&k[..at]);
+                            continue 'seek;
+                        }
                         out.push(Cell {
-                            column: Bytes::from(column),
+                            column: Bytes::copy_from_slice(&column),
                             ts,
                             value: Bytes::copy_from_slice(&v),
                         });
+                        taken = Some((column, count + 1));
                     }
+                    break;
                 }
-                truncate_versions(&mut out, read.max_versions);
             }
         }
         Ok(out)

@@ -67,7 +67,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use percolator_core::backoff::Backoff;
 use percolator_core::key::{self, CellKey};
-use percolator_core::store::{row_past_end, truncate_versions, validate_batch};
+use percolator_core::store::{row_past_end, truncate_versions, validate_batch, versions_taken};
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
@@ -434,19 +434,29 @@ impl<A: KvApi> RowStore for TikvStore<A> {
         let mut txn = self.api.snapshot().await.map_err(store_error)?;
         let mut out: Vec<RowCells> = Vec::new();
         let mut cursor = start;
+        let max_versions = request.read.max_versions.unwrap_or(usize::MAX);
         'pages: loop {
             let page = txn
                 .scan(cursor.clone(), end.clone(), PAGE)
                 .await
                 .map_err(store_error)?;
             let full = page.len() == PAGE as usize;
+            // Where to go on after a page that ended among versions past `max_versions` (the
+            // history of one column): straight to the next column, not through its history.
+            let mut skip_to = None;
             for (k, v) in &page {
+                skip_to = None;
                 let cell = self.decode(request.read.family, k)?;
                 if row_past_end(&cell.row, &request.end) {
                     break 'pages;
                 }
                 if !request.read.columns.matches(&cell.column) || !request.read.ts.contains(cell.ts)
                 {
+                    continue;
+                }
+                if versions_taken(&out, &cell.row, &cell.column) >= max_versions {
+                    let column = key::column_prefix(&cell.table, &cell.row, &cell.column);
+                    skip_to = Some([family.as_slice(), &successor(&column)].concat());
                     continue;
                 }
                 let new_row = out
@@ -469,8 +479,9 @@ impl<A: KvApi> RowStore for TikvStore<A> {
                     });
                 }
             }
-            match page.last() {
-                Some((last, _)) if full => {
+            match (page.last(), skip_to) {
+                (Some(_), Some(next)) if full => cursor = next,
+                (Some((last, _)), None) if full => {
                     cursor = last.clone();
                     cursor.push(0);
                 }
@@ -478,9 +489,6 @@ impl<A: KvApi> RowStore for TikvStore<A> {
             }
         }
         let _ = txn.rollback().await;
-        for row in &mut out {
-            truncate_versions(&mut row.cells, request.read.max_versions);
-        }
         Ok(out)
     }
 

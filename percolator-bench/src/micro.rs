@@ -84,7 +84,17 @@ pub struct MicroReport {
     /// Timestamps per second from 64 concurrent requesters asking for batches of
     /// [`ORACLE_BATCH`] (the paper's oracle batches requests the same way).
     pub oracle_batched: f64,
+    /// Snapshot scans per second of [`HISTORY_ROWS`] rows whose cells were written once.
+    pub scan_fresh_per_s: f64,
+    /// The same scan after [`HISTORY_DEPTH`] versions per cell (no GC): a scan reads only the
+    /// newest write records, so this should stay close to `scan_fresh_per_s`.
+    pub scan_deep_per_s: f64,
 }
+
+/// Rows of the history-scan measurement.
+pub const HISTORY_ROWS: usize = 200;
+/// Versions per cell of the deep table in the history-scan measurement.
+pub const HISTORY_DEPTH: usize = 100;
 
 /// Timestamps per batched oracle request.
 pub const ORACLE_BATCH: u64 = 64;
@@ -123,6 +133,12 @@ impl MicroReport {
             self.oracle_single / 1e6,
             self.oracle_concurrent / 1e6,
             self.oracle_batched / 1e6
+        ));
+        out.push_str(&format!(
+            "snapshot scan of {HISTORY_ROWS} rows: {:.0}/s with 1 version per cell, {:.0}/s with {HISTORY_DEPTH} (ratio {:.2})\n",
+            self.scan_fresh_per_s,
+            self.scan_deep_per_s,
+            self.scan_deep_per_s / self.scan_fresh_per_s.max(1e-9)
         ));
         out
     }
@@ -297,6 +313,7 @@ pub async fn run_with_oracle<S: RowStore>(
     let oracle_single = oracle_rate(&oracle, 1, 1, config.duration).await?;
     let oracle_concurrent = oracle_rate(&oracle, 64, 1, config.duration).await?;
     let oracle_batched = oracle_rate(&oracle, 64, ORACLE_BATCH, config.duration).await?;
+    let (scan_fresh_per_s, scan_deep_per_s) = history_scans(&client, config.duration).await?;
     client.shutdown().await?;
     let mut report = MicroReport {
         backend: store.name().to_owned(),
@@ -306,6 +323,8 @@ pub async fn run_with_oracle<S: RowStore>(
         oracle_single,
         oracle_concurrent,
         oracle_batched,
+        scan_fresh_per_s,
+        scan_deep_per_s,
     };
     for &clients in &config.clients {
         let ratio = |a: &str, b: &str| report.rate(a, clients) / report.rate(b, clients).max(1e-9);
@@ -315,6 +334,48 @@ pub async fn run_with_oracle<S: RowStore>(
     }
     Ok(report)
 }
+
+/// Snapshot scans per second of a table written once and of one with [`HISTORY_DEPTH`] versions
+/// of every cell (each version one transaction over every row).
+async fn history_scans<S: RowStore>(client: &Client<S>, duration: Duration) -> Result<(f64, f64)> {
+    for (table, depth) in [(HISTORY_FRESH, 1), (HISTORY_DEEP, HISTORY_DEPTH)] {
+        for version in 0..depth {
+            let mut txn = client.begin().await?;
+            for row in 0..HISTORY_ROWS {
+                txn.set(
+                    table,
+                    row_key(row),
+                    "v",
+                    format!("version {version:04} of this cell"),
+                )?;
+            }
+            txn.commit().await?;
+        }
+    }
+    let mut rates = [0.0; 2];
+    for (rate, table) in rates.iter_mut().zip([HISTORY_FRESH, HISTORY_DEEP]) {
+        let c = client.clone();
+        *rate = closed_loop(1, duration, move || {
+            let c = c.clone();
+            async move {
+                let txn = c.begin().await?;
+                let items = txn.scan::<&str>(table, .., Columns::All).await?;
+                if items.len() != HISTORY_ROWS {
+                    return Err(percolator_core::Error::Corrupt(format!(
+                        "history scan of {table} saw {} cells, expected {HISTORY_ROWS}",
+                        items.len()
+                    )));
+                }
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    Ok((rates[0], rates[1]))
+}
+
+const HISTORY_FRESH: &str = "history_1";
+const HISTORY_DEEP: &str = "history_100";
 
 /// Write transactions of `cells` random cells each, per second. A (rare) conflict counts as an
 /// attempt, like a lost race would in a real workload.

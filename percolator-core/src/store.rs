@@ -520,6 +520,21 @@ pub trait RowStore: Send + Sync + 'static {
     }
 }
 
+/// How many versions of `column` the last of `rows` already holds, if that row is `row`: what
+/// a backend paging through a scan compares with `max_versions` to skip the rest of a
+/// column's history instead of reading it.
+pub fn versions_taken(rows: &[RowCells], row: &[u8], column: &[u8]) -> usize {
+    rows.last()
+        .filter(|r| r.row.as_ref() == row)
+        .map_or(0, |r| {
+            r.cells
+                .iter()
+                .rev()
+                .take_while(|c| c.column.as_ref() == column)
+                .count()
+        })
+}
+
 /// One page of a scan of `table` from `start` to the end: at most `row_limit` rows. Walk a
 /// table a page at a time by passing `Bound::Excluded(last row)` as the next `start`.
 pub async fn scan_page<S: RowStore + ?Sized>(

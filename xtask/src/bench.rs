@@ -302,6 +302,14 @@ fn micro_summary(reports: &[(&str, Value)]) -> Result<(), String> {
             report["oracle_concurrent"].as_f64().unwrap_or(0.0) / 1e6,
             report["oracle_batched"].as_f64().unwrap_or(0.0) / 1e6
         );
+        let (fresh, deep) = (
+            report["scan_fresh_per_s"].as_f64().unwrap_or(0.0),
+            report["scan_deep_per_s"].as_f64().unwrap_or(0.0),
+        );
+        println!(
+            "| {backend} scan of 200 rows | | {fresh:.0}/s (1 version per cell) | {deep:.0}/s (100 versions per cell): ratio {:.2} |",
+            deep / fresh.max(1e-9)
+        );
         series.push(Series {
             name: format!("write ratio ({backend})"),
             points: writes,

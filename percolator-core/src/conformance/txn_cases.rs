@@ -601,3 +601,35 @@ pub async fn committed_but_not_durable_is_not_retried<F: StoreFactory>(factory: 
     );
     assert!(c.locks("d").await.unwrap().is_empty());
 }
+
+/// Scans read only the newest write records of each column; when those are all rollback
+/// records (transactions rolled back after the last commit), the scan still finds the
+/// committed value below them.
+pub async fn scan_sees_past_rollback_records<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let mut t = c.begin().await.unwrap();
+    t.set("sr", "row", "col", "committed").unwrap();
+    t.set("sr", "other", "col", "x").unwrap();
+    t.commit().await.unwrap();
+    for _ in 0..3 {
+        let mut t = c.begin().await.unwrap();
+        t.set("sr", "row", "col", "rolled back").unwrap();
+        t.set("sr", "other", "col", "rolled back").unwrap();
+        t.set_commit_hook(Some(Arc::new(super::hooks::CrashAt(
+            CommitStep::AfterPrewrites,
+        ))));
+        assert!(t.commit().await.is_err());
+        super::fault_cases::resolve_all(&c, "sr").await;
+    }
+    let reader = c.begin().await.unwrap();
+    let items = reader.scan::<&str>("sr", .., Columns::All).await.unwrap();
+    let values: Vec<(&[u8], &[u8])> = items
+        .iter()
+        .map(|i| (i.row.as_ref(), i.value.as_ref()))
+        .collect();
+    assert_eq!(
+        values,
+        vec![(&b"other"[..], &b"x"[..]), (&b"row"[..], &b"committed"[..])]
+    );
+}

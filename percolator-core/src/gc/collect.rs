@@ -19,7 +19,7 @@
 //! column, the newest committed write at or below `t`; that is either above the safe point
 //! (untouched) or the newest one at or below it (kept, with its data, or a delete — and
 //! reading nothing is what a delete shows). Snapshots below the safe point are refused
-//! ([`crate::Error::SnapshotTooOld`], see [`super::snapshots`]).
+//! ([`crate::Error::SnapshotTooOld`], see `gc::snapshots`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Bound;

@@ -5,7 +5,7 @@
 //! A pipeline that runs for months must drop the versions no snapshot can read any more.
 //!
 //! **The safe point.** Every client publishes, with each renewal of its worker lease, the
-//! oldest start timestamp its transactions still use ([`snapshots::ActiveSnapshots`]). The safe
+//! oldest start timestamp its transactions still use (`snapshots::ActiveSnapshots`). The safe
 //! point is the minimum over live leases (never above the collector's own fresh timestamp),
 //! less [`GcConfig::grace`] of oracle time. It is persisted in the store and only moves
 //! forward ([`safe_point`]), so every process agrees on it.
@@ -19,7 +19,7 @@
 //!   timestamp fails with [`crate::Error::SnapshotTooOld`] (retryable), not a wrong answer. A
 //!   live client's transactions cannot fall below it; a client whose lease lapsed refuses its
 //!   own reads and prewrites until it renews, and then refuses every transaction that began
-//!   before ([`snapshots::SnapshotSafety`]). This is also why a prewrite of a transaction
+//!   before (`snapshots::SnapshotSafety`). This is also why a prewrite of a transaction
 //!   rolled back long ago still fails once its rollback record is gone.
 //! - Locks below the safe point are resolved in every table before any write record is
 //!   deleted (resolving a secondary asks its primary's write records).

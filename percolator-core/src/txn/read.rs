@@ -228,7 +228,9 @@ impl<S: RowStore> ClientInner<S> {
                 }
             }
         }
-        // 2. Write records, then the data versions they point at (inline values need none).
+        // 2. The newest write records of each column (older versions are never read: a scan
+        //    costs the same after a thousand overwrites as after one), then the data versions
+        //    they point at (inline values need none).
         let writes = self
             .store
             .scan(Scan {
@@ -238,7 +240,8 @@ impl<S: RowStore> ClientInner<S> {
                 end: end.clone(),
                 read: FamilyRead::all(Family::Write)
                     .columns(columns.clone())
-                    .ts(TsRange::up_to(read_ts)),
+                    .ts(TsRange::up_to(read_ts))
+                    .max_versions(WRITE_PREFETCH),
                 row_limit: None,
             })
             .await?;
@@ -246,18 +249,51 @@ impl<S: RowStore> ClientInner<S> {
         for row in writes {
             // column -> the newest non-rollback record's outcome
             let mut visible: BTreeMap<Bytes, Visible> = BTreeMap::new();
-            for cell in &row.cells {
-                if visible.contains_key(&cell.column) {
-                    continue;
+            // Columns whose prefetched records were all rollbacks: their history decides.
+            let mut deeper: Vec<Bytes> = Vec::new();
+            let mut i = 0;
+            while i < row.cells.len() {
+                let column = &row.cells[i].column;
+                let n = row.cells[i..]
+                    .iter()
+                    .take_while(|c| c.column == *column)
+                    .count();
+                match newest_outcome(&row.cells[i..i + n])? {
+                    Some(outcome) => {
+                        visible.insert(column.clone(), outcome);
+                    }
+                    None if n >= WRITE_PREFETCH => deeper.push(column.clone()),
+                    None => {}
                 }
-                let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
-                let outcome = match (record.kind, inline) {
-                    (WriteKind::Rollback, _) => continue,
-                    (WriteKind::Delete, _) => Visible::Deleted,
-                    (WriteKind::Put, Some(value)) => Visible::Inline(value),
-                    (WriteKind::Put, None) => Visible::DataAt(record.start_ts),
-                };
-                visible.insert(cell.column.clone(), outcome);
+                i += n;
+            }
+            if !deeper.is_empty() {
+                let history = self
+                    .store
+                    .read_row(ReadRow {
+                        snapshot_ts: Some(read_ts),
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        reads: vec![
+                            FamilyRead::all(Family::Write)
+                                .columns(Columns::Only(deeper))
+                                .ts(TsRange::up_to(read_ts)),
+                        ],
+                    })
+                    .await?;
+                let cells: Vec<Cell> = history.into_iter().flatten().collect();
+                let mut i = 0;
+                while i < cells.len() {
+                    let column = &cells[i].column;
+                    let n = cells[i..]
+                        .iter()
+                        .take_while(|c| c.column == *column)
+                        .count();
+                    if let Some(outcome) = newest_outcome(&cells[i..i + n])? {
+                        visible.insert(column.clone(), outcome);
+                    }
+                    i += n;
+                }
             }
             let wanted: Vec<(&Bytes, u64)> = visible
                 .iter()
@@ -320,4 +356,19 @@ enum Visible {
     Deleted,
     Inline(Bytes),
     DataAt(u64),
+}
+
+/// What the newest non-rollback record among one column's write records (newest first) makes
+/// visible; `None` if they are all rollbacks.
+fn newest_outcome(records: &[Cell]) -> Result<Option<Visible>> {
+    for cell in records {
+        let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
+        return Ok(Some(match (record.kind, inline) {
+            (WriteKind::Rollback, _) => continue,
+            (WriteKind::Delete, _) => Visible::Deleted,
+            (WriteKind::Put, Some(value)) => Visible::Inline(value),
+            (WriteKind::Put, None) => Visible::DataAt(record.start_ts),
+        }));
+    }
+    Ok(None)
 }
