@@ -154,11 +154,16 @@ pub async fn status<S: RowStore>(
         .await?
         .len();
     client.shutdown().await?;
+    let parked = percolator_observers::parked(store.as_ref()).await?.len();
     let rows: Vec<(&str, String)> = rows
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))
-        .chain([("registered workers (incl. this one)", workers.to_string())])
+        .chain([
+            ("registered workers (incl. this one)", workers.to_string()),
+            ("parked changes", parked.to_string()),
+        ])
         .collect();
     print!("{}", table("table", &rows));
+    crate::observers_cmd::print_parked(store.as_ref(), 20).await?;
     Ok(ExitCode::SUCCESS)
 }

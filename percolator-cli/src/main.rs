@@ -22,6 +22,7 @@ mod backend;
 mod bank_cmd;
 mod debug_cmd;
 mod gc_cmd;
+mod observers_cmd;
 mod oracle_cmd;
 mod output;
 mod webindex_cmd;
@@ -75,8 +76,13 @@ enum Command {
     },
     /// Raw cells of a table (every family or one), for debugging.
     Scan(debug_cmd::ScanArgs),
-    /// Pending notifications, locks and registered workers.
+    /// Pending notifications, locks, registered workers and parked changes.
     Status,
+    /// Registered observers, parked changes, and handing those back.
+    Observers {
+        #[command(subcommand)]
+        command: observers_cmd::ObserversCommand,
+    },
     /// Garbage-collects MVCC history below the safe point (one run).
     Gc(gc_cmd::GcArgs),
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
@@ -130,6 +136,7 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
         Command::Gc(args) => gc_cmd::run(store, oracle, args).await,
+        Command::Observers { command } => observers_cmd::run(store, oracle, command).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
     }
 }

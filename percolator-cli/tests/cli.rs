@@ -147,6 +147,29 @@ fn load_run_query_stats_scan_status() {
         );
     }
 
+    assert!(
+        cell(&out, "parked changes") == "0",
+        "no observer failed: {out}"
+    );
+    // The workers registered the pipeline's observers in the store.
+    let (ok, out) = percolator(&db, &["observers", "list"]);
+    assert!(ok, "{out}");
+    for observer in
+        percolator_webindex::observers::<percolator_backend_sled::SledStore>(None).names()
+    {
+        assert!(
+            out.contains(&format!("{observer} (")),
+            "{observer} missing: {out}"
+        );
+    }
+    let (ok, out) = percolator(&db, &["observers", "retry"]);
+    assert!(ok && cell(&out, "handed back") == "0", "{out}");
+    let (ok, out) = percolator(&db, &["observers", "forget", "no-such-observer"]);
+    assert!(
+        !ok && out.contains("no observer named \"no-such-observer\""),
+        "{out}"
+    );
+
     let (ok, out) = percolator(
         &db,
         &["scan", "documents", "--family", "write", "--limit", "2"],
@@ -197,8 +220,8 @@ fn ctrl_c_stops_gracefully_without_locks() {
     }
 }
 
-/// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks and
-/// data deleted.
+/// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks, data
+/// and unobserved notifications deleted.
 fn gc_total(out: &str) -> Vec<u64> {
     out.lines()
         .find(|l| l.starts_with("| (all) |"))
@@ -228,7 +251,7 @@ fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     assert!(gc_total(&done)[3] >= planned[3], "{done}");
     let (ok, again) = percolator(&db, &["gc", "--grace-secs", "0"]);
     assert!(ok, "{again}");
-    assert_eq!(gc_total(&again)[3..], [0, 0, 0], "{again}");
+    assert_eq!(gc_total(&again)[3..], [0, 0, 0, 0], "{again}");
     let (ok, verify) = percolator(&db, &["bank", "--verify"]);
     assert!(
         ok && verify.contains("total 100000, expected 100000"),

@@ -12,6 +12,7 @@
 //! - [`records`]: the lock and write records the protocol stores;
 //! - [`oracle`]: [`TimestampOracle`] and the store-persisted [`LocalOracle`];
 //! - [`liveness`]: worker leases used by lock resolution;
+//! - [`observer_registry`]: which observers watch which columns, shared by every process;
 //! - [`txn`]: [`Client`], [`Transaction`], the commit protocol, lock resolution and the
 //!   notification primitives observers are built on;
 //! - utilities shared with the other crates: [`backoff`] (the one retry backoff) and
@@ -33,6 +34,7 @@ pub mod gc;
 pub mod histogram;
 pub mod key;
 pub mod liveness;
+pub mod observer_registry;
 pub mod oracle;
 pub mod records;
 pub mod store;

@@ -12,6 +12,10 @@ pub const META_TABLE: &[u8] = b"__percolator_meta";
 pub const ORACLE_ROW: &[u8] = b"oracle";
 /// Worker liveness registrations (one row per worker id).
 pub const WORKERS_TABLE: &[u8] = b"__percolator_workers";
+/// The observed-columns registry (see [`crate::observer_registry`]).
+pub const OBSERVERS_TABLE: &[u8] = b"__percolator_observers";
+/// Changes parked after their observer failed too often (see `percolator-observers`).
+pub const PARKED_TABLE: &[u8] = b"__percolator_parked";
 
 /// Errors unless `table` may be used by application transactions.
 pub fn check_user_table(table: &[u8]) -> Result<()> {

@@ -16,8 +16,10 @@
 //! (`percolator_core::txn`, module `notify`); this crate schedules and runs observers on them.
 
 pub mod audit;
+mod failures;
 mod metrics;
 mod observer;
+pub mod parking;
 mod process;
 mod row_locks;
 mod runtime;
@@ -28,6 +30,7 @@ pub mod conformance;
 
 pub use metrics::RuntimeStats;
 pub use observer::{Change, Observer, Observers};
+pub use parking::{ParkedChange, RetryReport, parked, retry_parked};
 pub use percolator_core::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};

@@ -26,6 +26,11 @@ pub struct ObserverMetrics {
     pub(crate) in_flight: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_cells_deleted: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) parked: AtomicU64,
+    pub(crate) backed_off: AtomicU64,
+    pub(crate) deferred: AtomicU64,
+    pub(crate) self_trigger_stops: AtomicU64,
     pub(crate) latency: Histogram,
 }
 
@@ -74,6 +79,17 @@ pub struct RuntimeStats {
     pub gc_runs: u64,
     /// Cells those runs deleted.
     pub gc_cells_deleted: u64,
+    /// Observer panics caught (in `observe`, counted as failed runs, or in `committed`).
+    pub panics: u64,
+    /// Changes parked after their observer failed too often.
+    pub parked: u64,
+    /// Dirty rows skipped because they were pausing after failures (or waiting for another
+    /// worker's observer).
+    pub backed_off: u64,
+    /// Clearings held back because an observer of another worker had not covered the change.
+    pub deferred: u64,
+    /// Runs failed because their observer kept writing the column it observes.
+    pub self_trigger_stops: u64,
 }
 
 impl RuntimeStats {
@@ -108,6 +124,11 @@ impl ObserverMetrics {
             pending,
             gc_runs: load(&self.gc_runs),
             gc_cells_deleted: load(&self.gc_cells_deleted),
+            panics: load(&self.panics),
+            parked: load(&self.parked),
+            backed_off: load(&self.backed_off),
+            deferred: load(&self.deferred),
+            self_trigger_stops: load(&self.self_trigger_stops),
         }
     }
 }

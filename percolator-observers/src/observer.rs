@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use percolator_core::observer_registry::Registration;
 use percolator_core::{NotificationKind, ObservedColumn, Result, RowStore, Transaction};
 
 /// What changed, as the observer's snapshot sees it.
@@ -113,6 +114,15 @@ impl<S: RowStore> Observers<S> {
     /// ([`percolator_core::ClientBuilder::observe_all`]).
     pub fn observed_columns(&self) -> Vec<ObservedColumn> {
         self.list.iter().map(|o| o.observed()).collect()
+    }
+
+    /// The registrations of these observers in the store's observer registry
+    /// ([`percolator_core::observer_registry`]), which [`crate::Runtime::start`] writes.
+    pub fn registrations(&self) -> Vec<Registration> {
+        self.list
+            .iter()
+            .map(|o| Registration::observer(o.name(), o.observed()))
+            .collect()
     }
 
     /// The observed tables, each once, sorted.

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::failures::RowFailures;
 use crate::metrics::{ObserverMetrics, RuntimeStats};
 use crate::observer::Observers;
 use crate::row_locks::RowLocks;
@@ -44,6 +45,17 @@ pub struct RuntimeConfig {
     /// `percolator_core::gc`). `None` (the default): this worker never collects; run
     /// `percolator gc` or give one worker of the cluster a schedule.
     pub gc: Option<GcSchedule>,
+    /// Pause of a row after its first failed run; it doubles with each further failure (or
+    /// wait for another worker's observer), up to [`Self::failure_backoff_max`].
+    pub failure_backoff: Duration,
+    /// Longest pause of a failing row.
+    pub failure_backoff_max: Duration,
+    /// Failed runs in a row of one observer on one cell after which the change is parked
+    /// (`percolator status` lists it, `percolator observers retry` hands it back). 0: never park.
+    pub park_after_failures: u32,
+    /// Committed runs in a row of a strong observer that wrote the cell it observes (and so
+    /// notified itself again) after which its next such run fails instead of committing.
+    pub max_self_triggers: u32,
 }
 
 /// When and how a runtime collects garbage in the background.
@@ -71,6 +83,10 @@ impl Default for RuntimeConfig {
             scan_batch_rows: 64,
             idle_sleep_max: Duration::from_millis(50),
             gc: None,
+            failure_backoff: Duration::from_millis(20),
+            failure_backoff_max: Duration::from_secs(30),
+            park_after_failures: 10,
+            max_self_triggers: 16,
         }
     }
 }
@@ -80,6 +96,28 @@ impl RuntimeConfig {
     #[must_use]
     pub fn with_gc(mut self, gc: Option<GcSchedule>) -> Self {
         self.gc = gc;
+        self
+    }
+
+    /// Sets [`Self::failure_backoff`] and [`Self::failure_backoff_max`].
+    #[must_use]
+    pub fn with_failure_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.failure_backoff = first;
+        self.failure_backoff_max = max;
+        self
+    }
+
+    /// Sets [`Self::park_after_failures`].
+    #[must_use]
+    pub fn with_park_after_failures(mut self, failures: u32) -> Self {
+        self.park_after_failures = failures;
+        self
+    }
+
+    /// Sets [`Self::max_self_triggers`].
+    #[must_use]
+    pub fn with_max_self_triggers(mut self, runs: u32) -> Self {
+        self.max_self_triggers = runs;
         self
     }
 
@@ -141,6 +179,7 @@ pub(crate) struct Shared<S: RowStore> {
     pub(crate) config: RuntimeConfig,
     pub(crate) metrics: ObserverMetrics,
     pub(crate) row_locks: Arc<RowLocks>,
+    pub(crate) failures: RowFailures,
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) tracker: TaskTracker,
     pub(crate) stop: CancellationToken,
@@ -165,18 +204,19 @@ impl<S: RowStore> std::fmt::Debug for Runtime<S> {
 
 impl<S: RowStore> Runtime<S> {
     /// Builds the worker's client from `client` (a [`Client::builder`] carrying the oracle and
-    /// transaction configuration; the observers' columns are added to it), registers the worker
-    /// and starts its scanners.
+    /// transaction configuration), registers the worker and its observers (in the store's
+    /// observer registry, so every writer notifies their columns) and starts its scanners.
     pub async fn start(
         client: ClientBuilder<S>,
         observers: Observers<S>,
         config: RuntimeConfig,
     ) -> Result<Self> {
-        let client = client
-            .observe_all(&observers.observed_columns())
-            .build()
+        let client = client.build().await?;
+        client
+            .register_observers(&observers.registrations())
             .await?;
         let scanners = config.scanners.max(1);
+        let failures = RowFailures::new(config.failure_backoff, config.failure_backoff_max);
         let shared = Arc::new(Shared {
             client,
             tables: observers.tables(),
@@ -185,6 +225,7 @@ impl<S: RowStore> Runtime<S> {
             config,
             metrics: ObserverMetrics::default(),
             row_locks: RowLocks::new(),
+            failures,
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             positions: (0..scanners).map(|_| Mutex::new(None)).collect(),

@@ -9,11 +9,13 @@
 //! pause that doubles up to `idle_sleep_max`.
 
 use std::ops::Bound;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use percolator_core::{NotifyRow, RowStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -114,6 +116,13 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
     if unobserved == versions {
         return false; // nothing this worker observes
     }
+    if shared
+        .failures
+        .backing_off(table, &row.row, std::time::Instant::now())
+    {
+        bump(&shared.metrics.backed_off, 1);
+        return false;
+    }
     let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
         bump(&shared.metrics.busy_rows, 1);
         return false;
@@ -126,16 +135,43 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
         () = shared.stop.cancelled() => return false,
     };
     bump(&shared.metrics.started, 1);
-    shared.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
-    let run = Arc::clone(shared);
+    let in_flight = InFlight::enter(Arc::clone(shared));
     let table = table.clone();
     shared.tracker.spawn(async move {
-        process_row(&run, &table, row).await;
+        // Observer panics are caught inside; this is the last line of defence, so that nothing
+        // that unwinds can leave the row locked or the in-flight count up (`wait_idle`).
+        let run = AssertUnwindSafe(process_row(&in_flight.shared, &table, row)).catch_unwind();
+        if let Err(payload) = run.await {
+            bump(&in_flight.shared.metrics.panics, 1);
+            bump(&in_flight.shared.metrics.failures, 1);
+            tracing::error!(
+                panic = crate::process::panic_message(payload.as_ref()),
+                "observer run panicked"
+            );
+        }
         drop(guard);
         drop(permit);
-        run.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+        drop(in_flight);
     });
     true
+}
+
+/// Counts a run in flight until dropped, however the run ends.
+struct InFlight<S: RowStore> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S: RowStore> InFlight<S> {
+    fn enter(shared: Arc<Shared<S>>) -> Self {
+        shared.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+        Self { shared }
+    }
+}
+
+impl<S: RowStore> Drop for InFlight<S> {
+    fn drop(&mut self) {
+        self.shared.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Whether another scanner stands on the stretch `[first, last]` of `table` this one just read.

@@ -369,3 +369,59 @@ pub async fn resolves_old_locks_and_dead_leases<F: StoreFactory>(factory: &F) {
     );
     assert_eq!(value(&live, "a").await, None);
 }
+
+/// Notify versions below the safe point of columns nobody registered are deleted; those of
+/// registered columns (an observer's, or a writer's declaration) stay for their observers.
+pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let declared = crate::txn::ObservedColumn::strong(TABLE, "watched");
+    let writer = Client::builder(Arc::clone(&store))
+        .local_oracle()
+        .config(fast_config())
+        .observe(&declared)
+        .build()
+        .await
+        .unwrap();
+    assert!(writer.is_registered(TABLE, "watched"));
+    assert!(!writer.is_registered(TABLE, "orphan"));
+    for row in ["a", "b", "c"] {
+        let mut t = writer.begin().await.unwrap();
+        t.set(TABLE, row, "watched", "x").unwrap();
+        t.commit().await.unwrap();
+        writer.notify_weak(TABLE, row, "orphan").await.unwrap();
+    }
+    assert_eq!(stored(store.as_ref(), TABLE, Family::Notify).await, 6);
+    let dry = writer
+        .gc(&eager().with_dry_run(true), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(dry.total().notifications_deleted, 3, "{}", dry.table());
+    assert_eq!(stored(store.as_ref(), TABLE, Family::Notify).await, 6);
+    let report = gc(&writer).await;
+    assert_eq!(
+        report.total().notifications_deleted,
+        3,
+        "{}",
+        report.table()
+    );
+    let left = writer
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 3);
+    for row in &left {
+        let columns: Vec<&[u8]> = row.columns.iter().map(|(c, _)| c.as_ref()).collect();
+        assert_eq!(columns, vec![b"watched".as_ref()], "row {:?}", row.row);
+    }
+    // A column registered later keeps what is pending from then on.
+    writer.notify_weak(TABLE, "d", "orphan").await.unwrap();
+    writer
+        .register_observers(&[crate::observer_registry::Registration::observer(
+            "late",
+            crate::txn::ObservedColumn::weak(TABLE, "orphan"),
+        )])
+        .await
+        .unwrap();
+    gc(&writer).await;
+    assert_eq!(stored(store.as_ref(), TABLE, Family::Notify).await, 4);
+}

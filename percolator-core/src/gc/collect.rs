@@ -104,12 +104,18 @@ pub struct TableGc {
     pub rollbacks_deleted: u64,
     /// Data versions deleted.
     pub data_deleted: u64,
+    /// Notify versions below the safe point deleted because no observer is registered for
+    /// their column (see [`crate::observer_registry`]).
+    pub notifications_deleted: u64,
 }
 
 impl TableGc {
     /// Cells deleted (or, dry, that would be).
     pub fn cells_deleted(&self) -> u64 {
-        self.writes_deleted + self.rollbacks_deleted + self.data_deleted
+        self.writes_deleted
+            + self.rollbacks_deleted
+            + self.data_deleted
+            + self.notifications_deleted
     }
 }
 
@@ -145,6 +151,7 @@ impl GcReport {
             sum.writes_deleted += t.writes_deleted;
             sum.rollbacks_deleted += t.rollbacks_deleted;
             sum.data_deleted += t.data_deleted;
+            sum.notifications_deleted += t.notifications_deleted;
         }
         sum
     }
@@ -153,8 +160,8 @@ impl GcReport {
     pub fn table(&self) -> String {
         let mut out = format!(
             "safe point {} (was {}){}; {} live workers, {} dead workers' leases deleted\n\n\
-             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted | unobserved notifications deleted |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|\n",
             self.safe_point,
             self.previous_safe_point,
             if self.dry_run { ", dry run" } else { "" },
@@ -163,14 +170,15 @@ impl GcReport {
         );
         for t in self.tables.iter().chain(std::iter::once(&self.total())) {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 String::from_utf8_lossy(&t.table),
                 t.rows,
                 t.locks_resolved,
                 t.locks_left,
                 t.writes_deleted,
                 t.rollbacks_deleted,
-                t.data_deleted
+                t.data_deleted,
+                t.notifications_deleted
             ));
         }
         out
@@ -268,14 +276,23 @@ impl<S: RowStore> Client<S> {
             self.gc_versions(table, safe_point, config, stat, &skipped, &mut progress)
                 .await?;
         }
+        // 4. Notifications nobody will consume: the registry as of now names no observer (and
+        // no writer declared) their column.
+        if safe_point > 0 {
+            self.refresh_observed_columns().await?;
+            for (table, stat) in tables.iter().zip(&mut stats) {
+                self.gc_unobserved_notifications(table, safe_point, config, stat)
+                    .await?;
+            }
+        }
         report.tables = stats;
-        // 4. Dead workers' leases.
+        // 5. Dead workers' leases.
         for lease in leases.iter().filter(|l| l.until_ms < now_ms) {
             if config.dry_run || liveness.remove_if_unchanged(lease).await? {
                 report.leases_deleted += 1;
             }
         }
-        // 5. The store's own history.
+        // 6. The store's own history.
         if !config.dry_run && safe_point > 0 {
             store.collect_garbage(safe_point).await?;
         }
@@ -399,6 +416,56 @@ impl<S: RowStore> Client<S> {
                 table,
                 rows: stat.rows,
             });
+            match rows.last() {
+                Some(last) if full => start = Bound::Excluded(last.row.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Deletes notify versions below `safe_point` of `table`'s columns that have no registration.
+    async fn gc_unobserved_notifications(
+        &self,
+        table: &Bytes,
+        safe_point: u64,
+        config: &GcConfig,
+        stat: &mut TableGc,
+    ) -> Result<()> {
+        let store = &self.inner.store;
+        let limits = store.limits();
+        let mut start = Bound::Unbounded;
+        loop {
+            let notify = FamilyRead::all(Family::Notify).ts(TsRange::new(0, safe_point - 1));
+            let rows = scan_page(store.as_ref(), table, &start, notify, config.batch_rows).await?;
+            let full = rows.len() >= config.batch_rows;
+            let mut batch = Vec::new();
+            for row in &rows {
+                let doomed: Vec<Mutation> = row
+                    .cells
+                    .iter()
+                    .filter(|cell| !self.is_registered(table, &cell.column))
+                    .map(|cell| Mutation::Delete {
+                        family: Family::Notify,
+                        column: cell.column.clone(),
+                        ts: cell.ts,
+                    })
+                    .collect();
+                stat.notifications_deleted += doomed.len() as u64;
+                if config.dry_run {
+                    continue;
+                }
+                for chunk in doomed.chunks(limits.max_row_ops.max(1)) {
+                    batch.push(RowMutation {
+                        table: table.clone(),
+                        row: row.row.clone(),
+                        conditions: Vec::new(),
+                        mutations: chunk.to_vec(),
+                    });
+                }
+            }
+            for chunk in batch.chunks(limits.max_batch_rows.max(1)) {
+                store.mutate_rows(chunk.to_vec()).await?;
+            }
             match rows.last() {
                 Some(last) if full => start = Bound::Excluded(last.row.clone()),
                 _ => return Ok(()),

@@ -27,6 +27,11 @@
 //!   latch for long, and versions above the safe point are never touched, so GC needs no
 //!   conditions against concurrent writers (they all write above it).
 //!
+//! - Notify versions are kept while their column has a registration in the observer registry
+//!   ([`crate::observer_registry`]); below the safe point, those of columns nobody registered
+//!   are deleted (a writer that declares its observed columns registers them, so its
+//!   notifications survive until the workers start).
+//!
 //! As with lock TTLs and worker leases, this assumes a request sent while a lease held is
 //! served before a margin of a quarter lease has passed.
 

@@ -37,7 +37,7 @@ pub(crate) struct ClientInner<S: RowStore> {
     pub(crate) config: TxnConfig,
     pub(crate) worker_id: u64,
     pub(crate) metrics: TxnMetrics,
-    pub(crate) observed: notify::ObservedSet,
+    pub(crate) observed: Arc<notify::ObservedColumns>,
     /// Start timestamps in use, published with the lease for garbage collection.
     pub(crate) snapshots: Arc<ActiveSnapshots>,
     /// What a snapshot read or prewrite checks first (safe point, lease, lapse floor).
@@ -72,8 +72,9 @@ pub struct ClientBuilder<S: RowStore> {
 
 impl<S: RowStore> ClientBuilder<S> {
     /// Declares an observed column: commits of this client that write it (strong) set its notify
-    /// cell. Every client that writes observed columns must declare them — the observer runtime
-    /// hands its observers' columns to its own client, and loaders take the same list.
+    /// cell. The declaration is registered in the store's observer registry at
+    /// [`Self::build`], so every other client notifies the column too. Columns that workers
+    /// registered need no declaration: every client reads the registry.
     pub fn observe(mut self, column: &ObservedColumn) -> Self {
         self.observed.add(column);
         self
@@ -143,6 +144,10 @@ impl<S: RowStore> ClientBuilder<S> {
         let worker_id = random_id();
         let clock = Arc::new(OracleClock::default());
         clock.observe(crate::oracle::next_timestamp(oracle.as_ref()).await?);
+        let observed = Arc::new(notify::ObservedColumns::new(self.observed));
+        crate::observer_registry::register(self.store.as_ref(), &observed.declared.registrations())
+            .await?;
+        observed.refresh(self.store.as_ref()).await?;
         let registry = Arc::new(StoreLiveness::new(Arc::clone(&self.store)));
         let snapshots = Arc::new(ActiveSnapshots::default());
         let safety = Arc::new(SnapshotSafety::default());
@@ -153,6 +158,7 @@ impl<S: RowStore> ClientBuilder<S> {
             clock: Arc::clone(&clock),
             snapshots: Arc::clone(&snapshots),
             safety: Arc::clone(&safety),
+            observed: Arc::clone(&observed),
             worker_id,
             lease: self.config.worker_lease,
         };
@@ -177,7 +183,7 @@ impl<S: RowStore> ClientBuilder<S> {
                 config: self.config,
                 worker_id,
                 metrics: TxnMetrics::default(),
-                observed: self.observed,
+                observed,
                 snapshots,
                 safety,
                 renewal: Some(renewal),
@@ -196,6 +202,7 @@ pub(crate) struct LeaseRenewal<S: RowStore> {
     clock: Arc<OracleClock>,
     snapshots: Arc<ActiveSnapshots>,
     safety: Arc<SnapshotSafety>,
+    observed: Arc<notify::ObservedColumns>,
     worker_id: u64,
     lease: std::time::Duration,
 }
@@ -225,7 +232,7 @@ impl<S: RowStore> LeaseRenewal<S> {
         self.safety.renewed(until.saturating_sub(margin));
         self.safety
             .observe_safe_point(crate::gc::safe_point::read(self.store.as_ref()).await?);
-        Ok(())
+        self.observed.refresh(self.store.as_ref()).await
     }
 }
 

@@ -23,9 +23,13 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::observer_registry::{Registration, RegistryView};
 use crate::records::{CellAddr, NotifyRecord};
 use crate::store::{Family, FamilyRead, RowStore, Scan};
 use crate::tables::check_user_table;
@@ -103,21 +107,71 @@ pub struct ClearOutcome {
     pub kept: usize,
 }
 
-/// The strongly observed `(table, column)` pairs a client's commits notify.
+/// The columns a client declared observed ([`super::ClientBuilder::observe`]).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ObservedSet(HashSet<(Bytes, Bytes)>);
+pub(crate) struct ObservedSet {
+    strong: HashSet<(Bytes, Bytes)>,
+    declared: Vec<ObservedColumn>,
+}
 
 impl ObservedSet {
     pub(crate) fn add(&mut self, column: &ObservedColumn) {
         if column.kind == NotificationKind::Strong {
-            self.0.insert((column.table.clone(), column.column.clone()));
+            self.strong
+                .insert((column.table.clone(), column.column.clone()));
         }
+        if !self.declared.contains(column) {
+            self.declared.push(column.clone());
+        }
+    }
+
+    /// The declarations, as registrations for the store's registry.
+    pub(crate) fn registrations(&self) -> Vec<Registration> {
+        self.declared
+            .iter()
+            .cloned()
+            .map(Registration::declared)
+            .collect()
+    }
+}
+
+/// What a client's commits notify: its own declarations and the store's registry as of its last
+/// read (refreshed with every lease renewal; see [`crate::observer_registry`]).
+#[derive(Debug, Default)]
+pub(crate) struct ObservedColumns {
+    pub(crate) declared: ObservedSet,
+    pub(crate) registry: ArcSwap<RegistryView>,
+}
+
+impl ObservedColumns {
+    pub(crate) fn new(declared: ObservedSet) -> Self {
+        Self {
+            declared,
+            registry: ArcSwap::from_pointee(RegistryView::default()),
+        }
+    }
+
+    /// Reads the store's registry again.
+    pub(crate) async fn refresh<S: RowStore + ?Sized>(&self, store: &S) -> Result<()> {
+        let registrations = crate::observer_registry::list(store).await?;
+        self.registry
+            .store(Arc::new(RegistryView::new(&registrations)));
+        Ok(())
+    }
+
+    fn is_strong(&self, table: &Bytes, column: &Bytes) -> bool {
+        (!self.declared.strong.is_empty()
+            && self
+                .declared
+                .strong
+                .contains(&(table.clone(), column.clone())))
+            || self.registry.load().is_strong(table, column)
     }
 }
 
 impl<S: RowStore> ClientInner<S> {
     pub(crate) fn is_strongly_observed(&self, table: &Bytes, column: &Bytes) -> bool {
-        !self.observed.0.is_empty() && self.observed.0.contains(&(table.clone(), column.clone()))
+        self.observed.is_strong(table, column)
     }
 }
 
@@ -127,6 +181,43 @@ impl<S: RowStore> Client<S> {
     pub fn notifies_on_write(&self, table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> bool {
         self.inner
             .is_strongly_observed(&bytes_of(table), &bytes_of(column))
+    }
+
+    /// The named observers of `table`/`column` in the store's registry, as of this client's last
+    /// read of it (see [`crate::observer_registry`]).
+    pub fn registered_observers(
+        &self,
+        table: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> Vec<(String, NotificationKind)> {
+        self.inner
+            .observed
+            .registry
+            .load()
+            .observers_of(&bytes_of(table), &bytes_of(column))
+    }
+
+    /// Whether `table`/`column` has any registration (an observer or a writer's declaration),
+    /// as of this client's last read of the registry.
+    pub fn is_registered(&self, table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> bool {
+        self.inner
+            .observed
+            .registry
+            .load()
+            .is_observed(&bytes_of(table), &bytes_of(column))
+    }
+
+    /// Writes `registrations` to the store's registry and reads it again, so this client's
+    /// commits notify the new columns at once. Other clients see them at their next lease
+    /// renewal (or [`Self::refresh_observed_columns`]).
+    pub async fn register_observers(&self, registrations: &[Registration]) -> Result<()> {
+        crate::observer_registry::register(self.inner.store.as_ref(), registrations).await?;
+        self.refresh_observed_columns().await
+    }
+
+    /// Reads the store's observer registry now instead of at the next lease renewal.
+    pub async fn refresh_observed_columns(&self) -> Result<()> {
+        self.inner.observed.refresh(self.inner.store.as_ref()).await
     }
 
     /// Writes a weak notification for `table`/`row`/`column` now, outside any transaction: the

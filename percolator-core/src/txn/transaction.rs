@@ -224,6 +224,36 @@ impl<S: RowStore> Transaction<S> {
         Ok(())
     }
 
+    /// Sets observer `observer`'s ack of `table`/`row`/`column` to `ack` instead of this
+    /// transaction's start timestamp: how a parked change is handed back to its observer (its
+    /// ack as before the change was parked; 0 for "never ran").
+    pub fn restore_ack(
+        &mut self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        observer: &str,
+        column: impl AsRef<[u8]>,
+        ack: u64,
+    ) -> Result<()> {
+        let ack_addr = ack_column(observer, column.as_ref());
+        let addr = self.addr(table, row, &ack_addr)?;
+        self.writes
+            .insert(addr, Some(Bytes::copy_from_slice(&ack.to_be_bytes())));
+        Ok(())
+    }
+
+    /// Whether this transaction has a buffered write (or delete) of `table`/`row`/`column`
+    /// (the observer runtime asks it to find observers that write the column they observe).
+    pub fn writes_cell(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> bool {
+        let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
+        self.writes.contains_key(&addr)
+    }
+
     /// Buffers a write. Size limits are checked now, so an oversize value fails here, before
     /// anything is locked.
     pub fn set(

@@ -10,10 +10,13 @@
 //! - [`notify_cases`]: strong notifications under crashing observers, two workers and duplicate
 //!   notifications; message collapsing; weak-notification storms; notifications of crashed and
 //!   late writers; graceful shutdown;
+//! - [`isolation_cases`]: panicking, failing and self-triggering observers (backoff, parking,
+//!   retry); workers with different observer sets on one column; writers that declared nothing;
 //! - [`tree_cases`]: a counting tree (counts propagated up by observers).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+pub mod isolation_cases;
 pub mod notify_cases;
 pub mod tree_cases;
 
@@ -84,6 +87,11 @@ macro_rules! observer_conformance_tests {
             observer_graceful_shutdown_leaves_no_locks => notify_cases::graceful_shutdown_leaves_no_locks,
             observer_counting_tree => tree_cases::counting_tree,
             observer_background_gc_keeps_observers_correct => notify_cases::background_gc_keeps_observers_correct,
+            observer_panicking_observer_is_parked_and_retried => isolation_cases::panicking_observer_is_parked_and_retried,
+            observer_failing_row_backs_off => isolation_cases::failing_row_backs_off,
+            observer_self_triggering_observer_is_stopped => isolation_cases::self_triggering_observer_is_stopped,
+            observer_workers_with_different_observer_sets => isolation_cases::workers_with_different_observer_sets,
+            observer_undeclared_writer_still_notifies => isolation_cases::undeclared_writer_still_notifies,
         );
     };
     (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
