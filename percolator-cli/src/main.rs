@@ -132,7 +132,7 @@ pub async fn dispatch<S: percolator_core::RowStore>(
     let oracle = oracle_cmd::remote(&cli.oracle)?.or(oracle);
     match &cli.command {
         Command::Oracle { command } => oracle_cmd::run(store, command).await,
-        Command::Webindex { command } => webindex_cmd::run(store, oracle, command).await,
+        Command::Webindex { command } => webindex_cmd::run(store, oracle, command, &cli.db).await,
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
         Command::Gc(args) => gc_cmd::run(store, oracle, args).await,

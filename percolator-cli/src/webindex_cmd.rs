@@ -42,6 +42,30 @@ pub enum WebindexCommand {
     Stats,
     /// The freshness experiment (paper Figure 7 in miniature): incremental vs batch latency.
     Freshness(FreshnessArgs),
+    /// Many recrawl generations with or without garbage collection: cells and bytes stored
+    /// (and on disk) per generation. Use an empty store.
+    Soak(SoakArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// Documents in the synthetic crawl.
+    #[arg(long, default_value_t = 300)]
+    docs: usize,
+    /// Generations, the initial crawl included.
+    #[arg(long, default_value_t = 200)]
+    generations: u32,
+    /// Fraction recrawled (with changed content) per generation.
+    #[arg(long, default_value_t = 0.3)]
+    recrawl: f64,
+    /// Do not collect garbage (the baseline).
+    #[arg(long)]
+    no_gc: bool,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    workers: WorkerArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -160,8 +184,10 @@ pub async fn run<S: RowStore>(
     store: Arc<S>,
     oracle: Option<Arc<dyn TimestampOracle>>,
     command: &WebindexCommand,
+    db: &std::path::Path,
 ) -> Result<ExitCode, CliError> {
     match command {
+        WebindexCommand::Soak(args) => soak(store, oracle, args, db).await,
         WebindexCommand::Demo(args) => demo(store, oracle, args).await,
         WebindexCommand::Load(args) => {
             let client = loader(&store, &oracle).await?;
@@ -630,4 +656,51 @@ fn summary_table(s: &webindex::IndexSummary) -> String {
             ("postings", s.postings.to_string()),
         ],
     )
+}
+
+/// `webindex soak`: generation after generation, with a progress bar, a summary table and JSON.
+async fn soak<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    args: &SoakArgs,
+    db: &std::path::Path,
+) -> Result<ExitCode, CliError> {
+    let mut config = webindex::soak::SoakConfig::default();
+    config.docs = args.docs;
+    config.generations = args.generations;
+    config.recrawl_fraction = args.recrawl;
+    config.gc = !args.no_gc;
+    config.runtime = runtime_config(&args.workers);
+    let progress = bar(Some(u64::from(args.generations)), "generations");
+    // Only a directory the store lives in has a size on disk (sled; not mem).
+    let on_disk = db.is_dir() && store.name() == "sled";
+    let report = webindex::soak::run(
+        client_builder(&store, &oracle),
+        &config,
+        || on_disk.then(|| webindex::soak::dir_bytes(db)),
+        |g| {
+            progress.inc(1);
+            progress.set_message(format!("{} cells", g.cells));
+        },
+    )
+    .await?;
+    progress.finish_and_clear();
+    println!(
+        "soak on {} ({} documents, {:.0}% recrawled per generation, GC {}): cells grew {:.2}x from the first generation to the last\n",
+        report.backend,
+        report.docs,
+        report.recrawl_fraction * 100.0,
+        if report.gc { "on" } else { "off" },
+        report.growth()
+    );
+    let every = (report.generations.len() / 20).max(1);
+    print!("{}", report.table(every));
+    if let Some(path) = &args.json {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        println!("\nwrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

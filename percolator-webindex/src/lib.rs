@@ -18,6 +18,7 @@ pub mod load;
 pub mod pipeline;
 pub mod query;
 pub mod schema;
+pub mod soak;
 pub mod sources;
 pub mod synthetic;
 pub mod warc;

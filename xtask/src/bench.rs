@@ -9,6 +9,8 @@
 //! measured), and the freshness experiment (`percolator webindex freshness`, the paper's Figure 7
 //! in miniature). Wherever etcd is installed: the paper's Figure 10 (`percolator-bench figure10`,
 //! worker, etcd-leader and oracle kills during the web-index pipeline, plotted as `faults.svg`).
+//! On mem and sled: the soak (`percolator webindex soak`, recrawl generations with GC off and
+//! on: cells stored and bytes on disk per generation, plotted as `gc.svg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -162,6 +164,7 @@ pub fn bench(
         for &backend in &systems {
             contention(&bin, backend, quick, &remote)?;
         }
+        soak_all(&bin, &systems, quick)?;
     }
     let mut reports = Vec::new();
     for &backend in &systems {
@@ -189,6 +192,98 @@ pub fn bench(
     let chart = freshness_chart(&reports);
     std::fs::write(Path::new(OUT).join("freshness.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
+    Ok(())
+}
+
+/// The soak (bounded storage): the pipeline through many recrawl generations on the embedded
+/// backends, GC off and on; `gc-<backend>-<on|off>.json` and `gc.svg`.
+fn soak_all(bin: &Binaries, systems: &[&str], quick: bool) -> Result<(), String> {
+    let (docs, generations) = if quick { ("60", "20") } else { ("300", "200") };
+    let mut reports = Vec::new();
+    for &backend in systems.iter().filter(|b| matches!(**b, "mem" | "sled")) {
+        for gc in [false, true] {
+            let label = if gc { "on" } else { "off" };
+            let json = PathBuf::from(OUT).join(format!("gc-{backend}-{label}.json"));
+            let db = PathBuf::from(OUT).join(format!("soak-db-{backend}-{label}"));
+            let _ = std::fs::remove_dir_all(&db);
+            let mut cmd = bin.percolator();
+            cmd.args(["--backend", backend]).arg("--db").arg(&db);
+            cmd.args([
+                "webindex",
+                "soak",
+                "--docs",
+                docs,
+                "--generations",
+                generations,
+            ]);
+            if !gc {
+                cmd.arg("--no-gc");
+            }
+            cmd.arg("--json").arg(&json);
+            println!("== soak on {backend}, GC {label}");
+            let report = run_for_json(cmd, &json, &format!("soak on {backend}"))?;
+            let _ = std::fs::remove_dir_all(&db);
+            reports.push((format!("{backend}, GC {label}"), report));
+        }
+    }
+    println!("\n## Bounded storage: stored cells per generation, GC off and on\n");
+    println!(
+        "| run | generations | cells after the first | cells after the last | growth | disk MB after the last |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, report) in &reports {
+        let generations = report["generations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let cells = |g: Option<&Value>| g.and_then(|g| g["cells"].as_u64()).unwrap_or(0);
+        let (first, last) = (cells(generations.first()), cells(generations.last()));
+        let disk = generations
+            .last()
+            .and_then(|g| g["disk_bytes"].as_f64())
+            .map_or_else(|| "-".to_owned(), |b| format!("{:.1}", b / 1e6));
+        println!(
+            "| {name} | {} | {first} | {last} | {:.2}× | {disk} |",
+            generations.len(),
+            last as f64 / first.max(1) as f64
+        );
+    }
+    let mut series = Vec::new();
+    for (name, report) in &reports {
+        let points = |key: &str, scale: f64| -> Vec<(f64, f64)> {
+            report["generations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| Some((g["generation"].as_f64()?, g[key].as_f64()? / scale)))
+                .collect()
+        };
+        series.push(Series {
+            name: format!("thousand cells ({name})"),
+            points: points("cells", 1e3),
+            dashed: name.ends_with("off"),
+        });
+        let disk = points("disk_bytes", 1e6);
+        if !disk.is_empty() {
+            series.push(Series {
+                name: format!("disk MB ({name})"),
+                points: disk,
+                dashed: true,
+            });
+        }
+    }
+    let chart = Chart {
+        title: "Bounded storage: the web index through recrawl generations, GC off and on",
+        x_label: "generation",
+        y_label: "thousand cells stored / MB on disk",
+        log_x: false,
+        log_y: false,
+        series,
+        markers: Vec::new(),
+    };
+    std::fs::write(Path::new(OUT).join("gc.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    println!("\nJSON and plot: {OUT}/gc-<backend>-<on|off>.json, {OUT}/gc.svg");
     Ok(())
 }
 
