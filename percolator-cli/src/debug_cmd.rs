@@ -154,16 +154,16 @@ pub async fn status<S: RowStore>(
         .await?
         .len();
     client.shutdown().await?;
-    let parked = percolator_observers::parked(store.as_ref()).await?.len();
+    let parked = percolator_observers::parked(store.as_ref()).await?;
     let rows: Vec<(&str, String)> = rows
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))
         .chain([
             ("registered workers (incl. this one)", workers.to_string()),
-            ("parked changes", parked.to_string()),
+            ("parked changes", parked.len().to_string()),
         ])
         .collect();
     print!("{}", table("table", &rows));
-    crate::observers_cmd::print_parked(store.as_ref(), 20).await?;
+    crate::observers_cmd::print_parked(&parked, 20);
     Ok(ExitCode::SUCCESS)
 }

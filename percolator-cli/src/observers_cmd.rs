@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use percolator_core::observer_registry;
 use percolator_core::{NotificationKind, RowStore, TimestampOracle};
-use percolator_observers::{parked, retry_parked};
+use percolator_observers::{ParkedChange, parked, retry_parked};
 
 use crate::CliError;
 use crate::output::{show, table};
@@ -62,7 +62,7 @@ pub async fn run<S: RowStore>(
             let rows: Vec<(&str, String)> =
                 rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
             print!("{}", table("observed column", &rows));
-            print_parked(store.as_ref(), usize::MAX).await?;
+            print_parked(&parked(store.as_ref()).await?, usize::MAX);
         }
         ObserversCommand::Retry { observer } => {
             let client = crate::client_builder(&store, &oracle).build().await?;
@@ -93,11 +93,10 @@ pub async fn run<S: RowStore>(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints up to `limit` parked changes with their errors (nothing if there are none).
-pub async fn print_parked<S: RowStore>(store: &S, limit: usize) -> Result<usize, CliError> {
-    let parked = parked(store).await?;
+/// Prints up to `limit` of `parked` with their errors (nothing if there are none).
+pub fn print_parked(parked: &[ParkedChange], limit: usize) {
     if parked.is_empty() {
-        return Ok(0);
+        return;
     }
     let rows: Vec<(String, String)> = parked
         .iter()
@@ -127,5 +126,4 @@ pub async fn print_parked<S: RowStore>(store: &S, limit: usize) -> Result<usize,
             parked.len() - limit
         );
     }
-    Ok(parked.len())
 }

@@ -344,13 +344,7 @@ pub async fn run<S: RowStore>(
                 report.batch_clusters
             );
             print!("{}", report.table());
-            if let Some(path) = &args.json {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-                println!("\nwrote {}", path.display());
-            }
+            write_json(args.json.as_deref(), &serde_json::to_value(&report)?)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -695,12 +689,19 @@ async fn soak<S: RowStore>(
     );
     let every = (report.generations.len() / 20).max(1);
     print!("{}", report.table(every));
-    if let Some(path) = &args.json {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-        println!("\nwrote {}", path.display());
-    }
+    write_json(args.json.as_deref(), &serde_json::to_value(&report)?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `report` as pretty JSON to `path` (creating its directory), if a path was given.
+fn write_json(path: Option<&std::path::Path>, report: &serde_json::Value) -> Result<(), CliError> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(report)?)?;
+    println!("\nwrote {}", path.display());
+    Ok(())
 }
