@@ -239,6 +239,19 @@ impl EtcdClient {
             .map(|_| ())
     }
 
+    /// `Compact`: drops the cluster's history before `revision` (every namespace's). Re-sent
+    /// after an ambiguous failure: compacting twice to one revision is harmless (the second
+    /// answers [`EtcdError::Compacted`]).
+    pub async fn compact(&self, revision: i64) -> Result<(), EtcdError> {
+        let request = proto::CompactionRequest {
+            revision,
+            physical: false,
+        };
+        self.call::<_, proto::CompactionResponse>(paths::COMPACT, request, Idempotence::Read)
+            .await
+            .map(|_| ())
+    }
+
     /// `Status` of the member at `endpoint` (index into the configured endpoints).
     pub async fn status(&self, endpoint: usize) -> Result<proto::StatusResponse, EtcdError> {
         let (url, channel) = self

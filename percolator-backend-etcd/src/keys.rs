@@ -1,7 +1,9 @@
 //! Where a cell lives in etcd's flat key space:
 //! `enc(namespace) ++ 'f' ++ family ++ CellKey::encode(table, row, column, ts)`, as in the TiKV
 //! backend. One contiguous key range per family (the notify family scans alone), rows contiguous
-//! inside it, versions of a column newest first (the timestamp is stored inverted).
+//! inside it, versions of a column newest first (the timestamp is stored inverted). Beside the
+//! families: `enc(namespace) ++ 'r' ++ key` for raw benchmark keys and `enc(namespace) ++ 'g'`,
+//! the revision of the last GC run (`RowStore::collect_garbage`).
 
 use bytes::Bytes;
 use percolator_core::key::{self, CellKey};
@@ -32,6 +34,11 @@ impl Layout {
     /// Bytes every key of this store starts with.
     pub(crate) fn namespace(&self) -> &[u8] {
         &self.namespace
+    }
+
+    /// The key recording the etcd revision of the last GC run (`RowStore::collect_garbage`).
+    pub(crate) fn gc_mark(&self) -> Vec<u8> {
+        [self.namespace.as_slice(), b"g"].concat()
     }
 
     pub(crate) fn family_prefix(&self, family: Family) -> Vec<u8> {

@@ -243,4 +243,43 @@ impl RowStore for EtcdStore {
     async fn tables(&self) -> Result<Vec<Bytes>, StoreError> {
         read::tables(&self.client, &self.layout).await
     }
+
+    /// etcd keeps every revision of every key until the cluster is compacted, so deleting
+    /// versions alone would not bound its size. Each run records the cluster's revision under the
+    /// namespace's GC mark and compacts up to the mark the previous run recorded: only a scan
+    /// older than a whole GC interval can meet a compacted revision (and restarts, see
+    /// `read::scan`). The safe point plays no part: cells' versions are keys of their own, and
+    /// no read needs an old etcd revision of them. Compaction is cluster-wide — it also trims
+    /// other namespaces' history, which none of them reads either.
+    async fn collect_garbage(&self, _safe_point: u64) -> Result<(), StoreError> {
+        let mark = Bytes::from(self.layout.gc_mark());
+        let answer = self
+            .client
+            .range(proto::RangeRequest {
+                key: mark.clone(),
+                ..proto::RangeRequest::default()
+            })
+            .await
+            .map_err(store_error)?;
+        let now = answer.header.as_ref().map_or(0, |h| h.revision);
+        let previous = answer
+            .kvs
+            .first()
+            .and_then(|kv| <[u8; 8]>::try_from(kv.value.as_ref()).ok())
+            .map(i64::from_be_bytes);
+        self.client
+            .put(mark, Bytes::copy_from_slice(&now.to_be_bytes()))
+            .await
+            .map_err(store_error)?;
+        match previous {
+            Some(revision) if revision > 0 && revision < now => {
+                match self.client.compact(revision).await {
+                    // Already compacted past it (another namespace's GC, or a re-sent call).
+                    Ok(()) | Err(EtcdError::Compacted(_)) => Ok(()),
+                    Err(e) => Err(store_error(e)),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
 }

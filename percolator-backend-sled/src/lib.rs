@@ -73,9 +73,15 @@
 //! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` runs
 //! `Db::flush` on tokio's blocking pool). Latches are held only inside synchronous code, never across an `.await`.
 //!
+//! ## Space
+//! sled frees the space of deleted and overwritten keys only slowly, so after garbage collection
+//! the directory can be many times the live data. [`compact::compact`] (`percolator compact`)
+//! copies the live keys into a fresh database and swaps it in, offline and crash-safe.
+//!
 //! ## Limits
 //! Keys up to 16 KiB encoded, values up to 16 MiB, 100 000 row mutations per batch.
 
+pub mod compact;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
@@ -237,6 +243,7 @@ impl SledStore {
 
     /// Opens (or creates) a store.
     pub fn open_with(config: SledConfig) -> Result<Self, StoreError> {
+        compact::finish_interrupted(&config.path)?;
         let db = sled::Config::new()
             .path(&config.path)
             .cache_capacity(config.cache_capacity)

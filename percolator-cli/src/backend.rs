@@ -52,6 +52,9 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
     match cli.backend {
         #[cfg(feature = "sled")]
         Backend::Sled => {
+            if let crate::Command::Compact(args) = &cli.command {
+                return crate::compact_cmd::run_sled(&cli.db, args);
+            }
             let store = open_sled(&cli.db).await?;
             dispatch(Arc::new(store), None, cli).await
         }

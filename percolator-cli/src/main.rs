@@ -9,6 +9,7 @@
 //! percolator --backend mem webindex freshness --json target/bench/freshness.json
 //! percolator --db DIR scan documents --family notify       # raw cells, for debugging
 //! percolator --db DIR status                               # pending notifications, locks
+//! percolator --db DIR gc && percolator --db DIR compact     # collect history, shrink sled
 //! percolator --db target/bank bank                         # the bank-transfer demo
 //! percolator --backend etcd oracle serve --listen 0.0.0.0:7070   # the timestamp oracle service
 //! percolator --backend etcd --oracle h1:7070,h2:7070 webindex run  # a worker using it
@@ -20,6 +21,7 @@
 
 mod backend;
 mod bank_cmd;
+mod compact_cmd;
 mod debug_cmd;
 mod gc_cmd;
 mod observers_cmd;
@@ -85,6 +87,8 @@ enum Command {
     },
     /// Garbage-collects MVCC history below the safe point (one run).
     Gc(gc_cmd::GcArgs),
+    /// Gives a sled database's free space back to the file system (offline: stop the workers).
+    Compact(compact_cmd::CompactArgs),
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
     Bank(bank_cmd::BankArgs),
     /// The timestamp oracle service.
@@ -136,6 +140,7 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
         Command::Gc(args) => gc_cmd::run(store, oracle, args).await,
+        Command::Compact(_) => compact_cmd::not_applicable(&cli.backend.to_string(), &cli.db),
         Command::Observers { command } => observers_cmd::run(store, oracle, command).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
     }

@@ -62,3 +62,19 @@ pub fn show(bytes: &[u8], max: usize) -> String {
         s
     }
 }
+
+/// Writes `report` as pretty JSON to `path` (creating its directory), if a path was given.
+pub fn write_json(
+    path: Option<&std::path::Path>,
+    report: &serde_json::Value,
+) -> Result<(), crate::CliError> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(report)?)?;
+    println!("\nwrote {}", path.display());
+    Ok(())
+}

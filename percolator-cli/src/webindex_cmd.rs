@@ -17,7 +17,7 @@ use percolator_webindex::{
 };
 use tokio::sync::mpsc;
 
-use crate::output::{bar, ms, table};
+use crate::output::{bar, ms, table, write_json};
 use crate::{CliError, client_builder};
 
 #[derive(Subcommand, Debug)]
@@ -666,12 +666,10 @@ async fn soak<S: RowStore>(
     config.gc = !args.no_gc;
     config.runtime = runtime_config(&args.workers);
     let progress = bar(Some(u64::from(args.generations)), "generations");
-    // Only a directory the store lives in has a size on disk (sled; not mem).
-    let on_disk = db.is_dir() && store.name() == "sled";
     let report = webindex::soak::run(
         client_builder(&store, &oracle),
         &config,
-        || on_disk.then(|| webindex::soak::dir_bytes(db)),
+        || disk_bytes(store.name(), db),
         |g| {
             progress.inc(1);
             progress.set_message(format!("{} cells", g.cells));
@@ -689,19 +687,18 @@ async fn soak<S: RowStore>(
     );
     let every = (report.generations.len() / 20).max(1);
     print!("{}", report.table(every));
+    println!("\nWhere the cells are:\n");
+    print!("{}", report.breakdown());
     write_json(args.json.as_deref(), &serde_json::to_value(&report)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes `report` as pretty JSON to `path` (creating its directory), if a path was given.
-fn write_json(path: Option<&std::path::Path>, report: &serde_json::Value) -> Result<(), CliError> {
-    let Some(path) = path else {
-        return Ok(());
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// The size of the store's directory: only sled keeps one (mem and the clusters do not).
+fn disk_bytes(backend: &str, db: &std::path::Path) -> Option<u64> {
+    #[cfg(feature = "sled")]
+    if backend == "sled" && db.is_dir() {
+        return Some(percolator_backend_sled::compact::dir_bytes(db));
     }
-    std::fs::write(path, serde_json::to_vec_pretty(report)?)?;
-    println!("\nwrote {}", path.display());
-    Ok(())
+    let _ = (backend, db);
+    None
 }

@@ -220,8 +220,8 @@ fn ctrl_c_stops_gracefully_without_locks() {
     }
 }
 
-/// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks, data
-/// and unobserved notifications deleted.
+/// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks, data,
+/// unobserved notifications and orphaned acks deleted.
 fn gc_total(out: &str) -> Vec<u64> {
     out.lines()
         .find(|l| l.starts_with("| (all) |"))
@@ -251,7 +251,20 @@ fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     assert!(gc_total(&done)[3] >= planned[3], "{done}");
     let (ok, again) = percolator(&db, &["gc", "--grace-secs", "0"]);
     assert!(ok, "{again}");
-    assert_eq!(gc_total(&again)[3..], [0, 0, 0, 0], "{again}");
+    assert_eq!(gc_total(&again)[3..], [0, 0, 0, 0, 0], "{again}");
+    // The space GC freed goes back to the file system with `compact`; nothing live is lost.
+    let json = dir.path().join("compact.json");
+    let (ok, compacted) = percolator(&db, &["compact", "--json", json.to_str().unwrap()]);
+    assert!(ok, "{compacted}");
+    assert!(compacted.contains("disk ÷ live after"), "{compacted}");
+    let sizes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (before, after) = (
+        sizes["disk_bytes_before"].as_u64().unwrap(),
+        sizes["disk_bytes_after"].as_u64().unwrap(),
+    );
+    assert!(after < before, "{compacted}");
+    assert!(sizes["live_bytes"].as_u64().unwrap() > 0, "{compacted}");
     let (ok, verify) = percolator(&db, &["bank", "--verify"]);
     assert!(
         ok && verify.contains("total 100000, expected 100000"),
@@ -259,4 +272,8 @@ fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     );
     let (ok, bad) = percolator(&db, &["gc", "--grace-secs", "-1"]);
     assert!(!ok && bad.contains("--grace-secs"), "{bad}");
+    let missing = dir.path().join("no-such-db");
+    let (ok, bad) = percolator(&missing, &["compact"]);
+    assert!(!ok && bad.contains("no-such-db"), "{bad}");
+    assert!(!missing.exists(), "compact created nothing");
 }

@@ -511,8 +511,8 @@ pub trait RowStore: Send + Sync + 'static {
     async fn tables(&self) -> Result<Vec<Bytes>, StoreError>;
 
     /// Lets the store reclaim its own history below `safe_point`, a timestamp below every
-    /// snapshot in use (TiKV: its MVCC GC; stores that keep no history of their own need
-    /// nothing). Percolator's GC calls it after collecting its own versions. Does nothing by
+    /// snapshot in use (TiKV: its MVCC GC; etcd: revision compaction; stores that keep no
+    /// history of their own need nothing). Percolator's GC calls it after collecting its own versions. Does nothing by
     /// default; a wrapper forwards it.
     async fn collect_garbage(&self, safe_point: u64) -> Result<(), StoreError> {
         let _ = safe_point;

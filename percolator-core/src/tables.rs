@@ -71,6 +71,17 @@ pub fn ack_column(observer: &str, column: &[u8]) -> bytes::Bytes {
     out.into()
 }
 
+/// The observer name and observed column an [`ack_column`] stands for (`None`: not an ack
+/// column, or malformed).
+pub fn parse_ack_column(column: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = column
+        .strip_prefix(RESERVED_COLUMN_PREFIX)?
+        .strip_prefix(&b"ack/"[..])?;
+    let (len, rest) = rest.split_first_chunk::<2>()?;
+    let len = usize::from(u16::from_be_bytes(*len));
+    (rest.len() >= len).then(|| rest.split_at(len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +95,16 @@ mod tests {
         assert!(check_user_column(&a).is_err());
         assert!(check_user_column(b"plain").is_ok());
         assert!(check_user_column(b"\xff\xff").is_ok());
+    }
+
+    #[test]
+    fn ack_columns_parse_back() {
+        let ack = ack_column("exporter", b"canonical");
+        assert_eq!(
+            parse_ack_column(&ack),
+            Some((&b"exporter"[..], &b"canonical"[..]))
+        );
+        assert_eq!(parse_ack_column(b"canonical"), None);
+        assert_eq!(parse_ack_column(&ack[..ack.len() - 12]), None, "cut short");
     }
 }

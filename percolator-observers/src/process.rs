@@ -145,7 +145,10 @@ pub(crate) async fn process_row<S: RowStore>(shared: &Shared<S>, table: &Bytes, 
 /// The snapshot that every registered observer of `table`/`column` has covered, given that this
 /// worker's observers covered `local`, and whether an observer of another worker held it back.
 /// An observer of another worker covered the change up to its ack (the start timestamp of its
-/// last committed run, or of the parking of its change).
+/// last committed run, or of the parking of its change) — and a strong one also covered
+/// everything up to now when a run of it now would do nothing: the column has no value, or its
+/// value is not newer than the ack. (Without that, a deleted column's notification would wait
+/// forever for a strong observer that, finding no value, never acks it.)
 async fn others_coverage<S: RowStore>(
     shared: &Shared<S>,
     table: &Bytes,
@@ -154,21 +157,29 @@ async fn others_coverage<S: RowStore>(
     local: u64,
 ) -> Result<(u64, bool)> {
     let ours = shared.observers.of(table, column);
-    let others: Vec<String> = shared
+    let others: Vec<(String, bool)> = shared
         .client
         .registered_observers(table, column)
         .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| !ours.iter().any(|o| o.name() == name))
+        .filter(|(name, _)| !ours.iter().any(|o| o.name() == name))
+        .map(|(name, kind)| (name, is_strong(kind)))
         .collect();
     if others.is_empty() {
         return Ok((local, false));
     }
     let txn = shared.client.begin().await?;
+    let committed = if others.iter().any(|(_, strong)| *strong) {
+        txn.get_versioned(table, row, column).await?.commit_ts
+    } else {
+        None
+    };
     let mut covered = local;
-    for name in &others {
-        let ack = txn.ack(table, row, name, column).await?.unwrap_or(0);
-        covered = covered.min(ack);
+    for (name, strong) in &others {
+        let ack = txn.ack(table, row, name, column).await?;
+        let would_do_nothing = *strong && committed.is_none_or(|c| ack.is_some_and(|a| c <= a));
+        if !would_do_nothing {
+            covered = covered.min(ack.unwrap_or(0));
+        }
     }
     Ok((covered, covered < local))
 }

@@ -89,6 +89,10 @@ pub struct SoakReport {
     pub gc: bool,
     /// One entry per generation.
     pub generations: Vec<SoakGeneration>,
+    /// Where the cells were after the first generation, by table and family.
+    pub first: StoredCells,
+    /// And after the last.
+    pub last: StoredCells,
 }
 
 impl SoakReport {
@@ -126,23 +130,86 @@ impl SoakReport {
     }
 }
 
-/// Cells and their bytes in every table of `store`.
-pub async fn stored_cells<S: RowStore + ?Sized>(store: &S) -> percolator_core::Result<(u64, u64)> {
-    let (mut cells, mut bytes) = (0u64, 0u64);
+impl SoakReport {
+    /// A markdown table of the cells per table and family after the first and the last
+    /// generation: where growth, if any, comes from.
+    pub fn breakdown(&self) -> String {
+        let mut out = String::from(
+            "| table | family | cells after the first | cells after the last | MB after the last |\n|---|---|---:|---:|---:|\n",
+        );
+        let mut keys: Vec<(&str, &str)> = self
+            .first
+            .by_family
+            .iter()
+            .chain(&self.last.by_family)
+            .map(|f| (f.table.as_str(), f.family))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let find = |cells: &StoredCells, key: (&str, &str)| {
+            cells
+                .by_family
+                .iter()
+                .find(|f| (f.table.as_str(), f.family) == key)
+                .map_or((0, 0), |f| (f.cells, f.bytes))
+        };
+        for key in keys {
+            let (first, _) = find(&self.first, key);
+            let (last, bytes) = find(&self.last, key);
+            out.push_str(&format!(
+                "| {} | {} | {first} | {last} | {:.2} |\n",
+                key.0,
+                key.1,
+                bytes as f64 / 1e6
+            ));
+        }
+        out
+    }
+}
+
+/// Cells and their key and value bytes in one family of one table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FamilyCells {
+    /// The table.
+    pub table: String,
+    /// The family (`data`, `lock`, `write`, `notify`).
+    pub family: &'static str,
+    /// Cells (every version).
+    pub cells: u64,
+    /// Their key (row, column, timestamp) and value bytes.
+    pub bytes: u64,
+}
+
+/// What a store holds: totals, and per table and family where there is anything.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct StoredCells {
+    /// Cells in every table and family.
+    pub cells: u64,
+    /// Their key and value bytes.
+    pub bytes: u64,
+    /// The non-empty families of every table.
+    pub by_family: Vec<FamilyCells>,
+}
+
+/// Counts every cell of every table of `store`, all families, all versions.
+pub async fn stored_cells<S: RowStore + ?Sized>(store: &S) -> percolator_core::Result<StoredCells> {
+    let mut out = StoredCells::default();
     for table in store.tables().await? {
-        for family in [
-            percolator_core::Family::Data,
-            percolator_core::Family::Lock,
-            percolator_core::Family::Write,
-            percolator_core::Family::Notify,
-        ] {
+        for family in percolator_core::Family::ALL {
+            let mut part = FamilyCells {
+                table: String::from_utf8_lossy(&table).into_owned(),
+                family: family.name(),
+                cells: 0,
+                bytes: 0,
+            };
             let mut start = Bound::Unbounded;
             loop {
                 let rows = scan_page(store, &table, &start, FamilyRead::all(family), 256).await?;
                 for row in &rows {
                     for cell in &row.cells {
-                        cells += 1;
-                        bytes += (row.row.len() + cell.column.len() + 8 + cell.value.len()) as u64;
+                        part.cells += 1;
+                        part.bytes +=
+                            (row.row.len() + cell.column.len() + 8 + cell.value.len()) as u64;
                     }
                 }
                 match rows.last() {
@@ -150,9 +217,14 @@ pub async fn stored_cells<S: RowStore + ?Sized>(store: &S) -> percolator_core::R
                     _ => break,
                 }
             }
+            if part.cells > 0 {
+                out.cells += part.cells;
+                out.bytes += part.bytes;
+                out.by_family.push(part);
+            }
         }
     }
-    Ok((cells, bytes))
+    Ok(out)
 }
 
 /// Runs the soak with a worker built from `client` on an empty store; `disk_bytes` measures the
@@ -173,6 +245,8 @@ pub async fn run<S: RowStore>(
         recrawl_fraction: config.recrawl_fraction,
         gc: config.gc,
         generations: Vec::new(),
+        first: StoredCells::default(),
+        last: StoredCells::default(),
     };
     for generation in 0..config.generations {
         let began = Instant::now();
@@ -198,34 +272,24 @@ pub async fn run<S: RowStore>(
         } else {
             0
         };
-        let (cells, stored_bytes) = stored_cells(client.store().as_ref()).await?;
+        let stored = stored_cells(client.store().as_ref()).await?;
         let entry = SoakGeneration {
             generation,
             pages_loaded: loaded.loaded,
-            cells,
-            stored_bytes,
+            cells: stored.cells,
+            stored_bytes: stored.bytes,
             disk_bytes: disk_bytes(),
             gc_cells_deleted,
             seconds: began.elapsed().as_secs_f64(),
         };
         progress(&entry);
         report.generations.push(entry);
+        if generation == 0 {
+            report.first = stored;
+        } else if generation + 1 == config.generations {
+            report.last = stored;
+        }
     }
     runtime.shutdown().await?;
     Ok(report)
-}
-
-/// Bytes of the files under `dir` (0 if it does not exist).
-pub fn dir_bytes(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => dir_bytes(&entry.path()),
-            Ok(meta) => meta.len(),
-            Err(_) => 0,
-        })
-        .sum()
 }

@@ -221,16 +221,26 @@ fn soak_all(bin: &Binaries, systems: &[&str], quick: bool) -> Result<(), String>
             }
             cmd.arg("--json").arg(&json);
             println!("== soak on {backend}, GC {label}");
-            let report = run_for_json(cmd, &json, &format!("soak on {backend}"))?;
+            let mut report = run_for_json(cmd, &json, &format!("soak on {backend}"))?;
+            if backend == "sled" {
+                // What it takes to get the space back: an offline copy of the live keys.
+                let compact_json =
+                    PathBuf::from(OUT).join(format!("gc-{backend}-{label}-compact.json"));
+                let mut cmd = bin.percolator();
+                cmd.args(["--backend", backend]).arg("--db").arg(&db);
+                cmd.arg("compact").arg("--json").arg(&compact_json);
+                println!("== compacting the soak's sled database (GC {label})");
+                report["compact"] = run_for_json(cmd, &compact_json, "percolator compact")?;
+            }
             let _ = std::fs::remove_dir_all(&db);
             reports.push((format!("{backend}, GC {label}"), report));
         }
     }
     println!("\n## Bounded storage: stored cells per generation, GC off and on\n");
     println!(
-        "| run | generations | cells after the first | cells after the last | growth | disk MB after the last |"
+        "| run | generations | cells after the first | cells after the last | growth | disk MB after the last | live MB | disk MB after `percolator compact` |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, report) in &reports {
         let generations = report["generations"]
             .as_array()
@@ -242,10 +252,16 @@ fn soak_all(bin: &Binaries, systems: &[&str], quick: bool) -> Result<(), String>
             .last()
             .and_then(|g| g["disk_bytes"].as_f64())
             .map_or_else(|| "-".to_owned(), |b| format!("{:.1}", b / 1e6));
+        let mb = |v: &Value| {
+            v.as_f64()
+                .map_or_else(|| "-".to_owned(), |b| format!("{:.1}", b / 1e6))
+        };
         println!(
-            "| {name} | {} | {first} | {last} | {:.2}× | {disk} |",
+            "| {name} | {} | {first} | {last} | {:.2}× | {disk} | {} | {} |",
             generations.len(),
-            last as f64 / first.max(1) as f64
+            last as f64 / first.max(1) as f64,
+            mb(&report["compact"]["live_bytes"]),
+            mb(&report["compact"]["disk_bytes_after"]),
         );
     }
     let mut series = Vec::new();

@@ -425,3 +425,88 @@ pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F
     gc(&writer).await;
     assert_eq!(stored(store.as_ref(), TABLE, Family::Notify).await, 4);
 }
+
+/// An observer's ack of a column that has no value at the safe point and no notification at or
+/// below it goes with the column's history; an ack of a live column, or of one with a pending
+/// notification, stays.
+pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
+    let c = Client::builder(Arc::clone(&store))
+        .local_oracle()
+        .config(fast_config())
+        .observe(&watched)
+        .build()
+        .await
+        .unwrap();
+    // Each row: a value, then an observer run's ack; "dead" and "pending" then lose the value.
+    for row in ["live", "dead", "pending"] {
+        let mut t = c.begin().await.unwrap();
+        t.set(TABLE, row, "watched", "x").unwrap();
+        t.commit().await.unwrap();
+        let mut t = c.begin().await.unwrap();
+        t.set_ack(TABLE, row, "o", "watched").unwrap();
+        t.commit().await.unwrap();
+    }
+    for row in ["dead", "pending"] {
+        let mut t = c.begin().await.unwrap();
+        t.delete(TABLE, row, "watched").unwrap();
+        t.commit().await.unwrap();
+    }
+    // Every notification is consumed, except those of "pending".
+    let snapshot = c.begin().await.unwrap().start_ts();
+    for pending in c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap()
+    {
+        if pending.row.as_ref() == b"pending" {
+            continue;
+        }
+        for (column, versions) in &pending.columns {
+            let addr = CellAddr::new(TABLE, pending.row.clone(), column.clone());
+            c.clear_notifications(&addr, versions, snapshot)
+                .await
+                .unwrap();
+        }
+    }
+    let report = gc(&c).await;
+    assert_eq!(report.total().acks_deleted, 1, "{}", report.table());
+    let t = c.begin().await.unwrap();
+    assert_eq!(t.ack(TABLE, "dead", "o", "watched").await.unwrap(), None);
+    assert!(
+        t.ack(TABLE, "live", "o", "watched")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        t.ack(TABLE, "pending", "o", "watched")
+            .await
+            .unwrap()
+            .is_some(),
+        "a pending notification may still need the ack"
+    );
+    assert_eq!(
+        t.get(TABLE, "live", "watched").await.unwrap(),
+        Some(Bytes::from("x"))
+    );
+    // Nothing of "dead" is left in any family: the row is gone.
+    for family in [Family::Data, Family::Write, Family::Lock, Family::Notify] {
+        let rows = store
+            .scan(Scan {
+                snapshot_ts: None,
+                table: Bytes::from(TABLE),
+                start: Bound::Included(Bytes::from("dead")),
+                end: Bound::Included(Bytes::from("dead")),
+                read: FamilyRead::all(family),
+                row_limit: None,
+            })
+            .await
+            .unwrap();
+        assert!(
+            rows.iter().all(|r| r.cells.is_empty()),
+            "{family:?}: {rows:?}"
+        );
+    }
+}

@@ -214,6 +214,7 @@ macro_rules! conformance_tests {
             gc_late_prewrites_after_gc_still_fail => gc_cases::late_prewrites_after_gc_still_fail,
             gc_resolves_old_locks_and_dead_leases => gc_cases::resolves_old_locks_and_dead_leases,
             gc_collects_notifications_nobody_observes => gc_cases::collects_notifications_nobody_observes,
+            gc_collects_orphaned_acks => gc_cases::collects_orphaned_acks,
         );
     };
     (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {

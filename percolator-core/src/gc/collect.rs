@@ -11,6 +11,8 @@
 //!    delete; every older write record, every rollback record at or below it, and every data
 //!    version below it that no remaining write record points at are deleted. Versions above
 //!    the safe point are never touched. Columns whose lock could not be resolved are skipped.
+//!    **Orphaned acks** go whole: an observer's ack of a column that has no value at the safe
+//!    point and no notification at or below it (see "Acks" below).
 //! 4. **Leases** of dead workers are deleted (unless renewed meanwhile).
 //! 5. The store collects its own history below the safe point
 //!    ([`crate::RowStore::collect_garbage`]: TiKV's GC).
@@ -20,6 +22,16 @@
 //! (untouched) or the newest one at or below it (kept, with its data, or a delete — and
 //! reading nothing is what a delete shows). Snapshots below the safe point are refused
 //! ([`crate::Error::SnapshotTooOld`], see `gc::snapshots`).
+//!
+//! **Acks** are the one exception, and no reader can tell. An ack (the paper's `c:ack_O`, a
+//! reserved column no application reads) only suppresses runs: a strong observer skips a change
+//! whose commit is not newer than its ack, and clearing waits for other workers' acks to cover
+//! pending notifications. Once the observed column has no value at the safe point and no
+//! notification at or below it, the ack suppresses nothing: a strong observer does nothing on
+//! an absent value whatever the ack says, any later value commits above the safe point and so
+//! above the ack, and every later notification is above the safe point too, out of the ack's
+//! reach. Without this, every row whose observed column was ever deleted (a cluster emptied by a
+//! recrawl, a notify-only column) would keep one ack per observer forever.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Bound;
@@ -35,7 +47,7 @@ use crate::records::{CellAddr, LockRecord, WriteKind, WriteRecord};
 use crate::store::{
     Cell, Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore, TsRange, scan_page,
 };
-use crate::tables::RESERVED_PREFIX;
+use crate::tables::{RESERVED_PREFIX, parse_ack_column};
 use crate::txn::Client;
 
 use super::safe_point;
@@ -107,6 +119,9 @@ pub struct TableGc {
     /// Notify versions below the safe point deleted because no observer is registered for
     /// their column (see [`crate::observer_registry`]).
     pub notifications_deleted: u64,
+    /// Write records of orphaned acks deleted (an observer's ack of a column with no value
+    /// and no pending notification at the safe point; see the module docs).
+    pub acks_deleted: u64,
 }
 
 impl TableGc {
@@ -116,6 +131,7 @@ impl TableGc {
             + self.rollbacks_deleted
             + self.data_deleted
             + self.notifications_deleted
+            + self.acks_deleted
     }
 }
 
@@ -152,6 +168,7 @@ impl GcReport {
             sum.rollbacks_deleted += t.rollbacks_deleted;
             sum.data_deleted += t.data_deleted;
             sum.notifications_deleted += t.notifications_deleted;
+            sum.acks_deleted += t.acks_deleted;
         }
         sum
     }
@@ -160,8 +177,8 @@ impl GcReport {
     pub fn table(&self) -> String {
         let mut out = format!(
             "safe point {} (was {}){}; {} live workers, {} dead workers' leases deleted\n\n\
-             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted | unobserved notifications deleted |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|\n",
+             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted | unobserved notifications deleted | orphaned acks deleted |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             self.safe_point,
             self.previous_safe_point,
             if self.dry_run { ", dry run" } else { "" },
@@ -170,7 +187,7 @@ impl GcReport {
         );
         for t in self.tables.iter().chain(std::iter::once(&self.total())) {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 String::from_utf8_lossy(&t.table),
                 t.rows,
                 t.locks_resolved,
@@ -178,7 +195,8 @@ impl GcReport {
                 t.writes_deleted,
                 t.rollbacks_deleted,
                 t.data_deleted,
-                t.notifications_deleted
+                t.notifications_deleted,
+                t.acks_deleted
             ));
         }
         out
@@ -365,20 +383,21 @@ impl<S: RowStore> Client<S> {
             let mut batch = Vec::new();
             for row in &rows {
                 stat.rows += 1;
-                let plan = plan_row(&row.cells, safe_point, |column| {
+                let skip = |column: &Bytes| {
                     skipped.contains(&CellAddr::new(
                         table.clone(),
                         row.row.clone(),
                         column.clone(),
                     ))
-                })?;
+                };
+                let mut plan = plan_row(&row.cells, safe_point, skip)?;
                 stat.writes_deleted += plan.writes;
                 stat.rollbacks_deleted += plan.rollbacks;
-                let mut deletes = plan.deletes;
                 if safe_point > 0 {
-                    let data = self
-                        .data_below(table, &row.row, &plan.columns, safe_point)
+                    let (data, notified) = self
+                        .below_safe_point(table, &row.row, &plan, safe_point)
                         .await?;
+                    stat.acks_deleted += plan.drop_orphaned_acks(&notified, skip);
                     for cell in data {
                         let keep = plan
                             .referenced
@@ -386,10 +405,11 @@ impl<S: RowStore> Client<S> {
                             .is_some_and(|kept| kept.contains(&cell.ts));
                         if !keep {
                             stat.data_deleted += 1;
-                            deletes.push((Family::Data, cell.column, cell.ts));
+                            plan.deletes.push((Family::Data, cell.column, cell.ts));
                         }
                     }
                 }
+                let deletes = plan.deletes;
                 if config.dry_run || deletes.is_empty() {
                     continue;
                 }
@@ -473,32 +493,45 @@ impl<S: RowStore> Client<S> {
         }
     }
 
-    /// Data versions below `safe_point` of `columns` in one row.
-    async fn data_below(
+    /// In one row: the data versions below `safe_point` of the columns `plan` collects, and
+    /// which observed columns of its orphaned-ack candidates have notifications at or below it.
+    async fn below_safe_point(
         &self,
         table: &Bytes,
         row: &Bytes,
-        columns: &BTreeSet<Bytes>,
+        plan: &RowPlan,
         safe_point: u64,
-    ) -> Result<Vec<Cell>> {
-        if columns.is_empty() {
-            return Ok(Vec::new());
+    ) -> Result<(Vec<Cell>, HashSet<Bytes>)> {
+        let observed: BTreeSet<Bytes> = plan.ack_candidates().map(|(_, c)| c).collect();
+        if plan.columns.is_empty() {
+            return Ok((Vec::new(), HashSet::new()));
         }
-        let answer = self
+        let mut reads = vec![
+            FamilyRead::all(Family::Data)
+                .columns(Columns::Only(plan.columns.iter().cloned().collect()))
+                .ts(TsRange::new(0, safe_point - 1)),
+        ];
+        if !observed.is_empty() {
+            reads.push(
+                FamilyRead::all(Family::Notify)
+                    .columns(Columns::Only(observed.into_iter().collect()))
+                    .ts(TsRange::new(0, safe_point)),
+            );
+        }
+        let mut answer = self
             .inner
             .store
             .read_row(ReadRow {
                 snapshot_ts: None,
                 table: table.clone(),
                 row: row.clone(),
-                reads: vec![
-                    FamilyRead::all(Family::Data)
-                        .columns(Columns::Only(columns.iter().cloned().collect()))
-                        .ts(TsRange::new(0, safe_point - 1)),
-                ],
+                reads,
             })
-            .await?;
-        Ok(answer.into_iter().flatten().collect())
+            .await?
+            .into_iter();
+        let data = answer.next().unwrap_or_default();
+        let notified = answer.flatten().map(|cell| cell.column).collect();
+        Ok((data, notified))
     }
 }
 
@@ -512,6 +545,44 @@ struct RowPlan {
     columns: BTreeSet<Bytes>,
     /// Per collected column, the start timestamps remaining write records point at.
     referenced: BTreeMap<Bytes, HashSet<u64>>,
+    /// Per collected column whose newest committed write at or below the safe point is a put:
+    /// that record's commit and start timestamps (the version kept).
+    kept_puts: BTreeMap<Bytes, (u64, u64)>,
+}
+
+impl RowPlan {
+    /// `(ack column, observed column)` of every ack this plan keeps a version of at or below the
+    /// safe point although its observed column has no value there.
+    fn ack_candidates(&self) -> impl Iterator<Item = (Bytes, Bytes)> + '_ {
+        self.kept_puts.keys().filter_map(|column| {
+            let (_, observed) = parse_ack_column(column)?;
+            (!self.kept_puts.contains_key(observed))
+                .then(|| (column.clone(), Bytes::copy_from_slice(observed)))
+        })
+    }
+
+    /// Deletes the kept version of every candidate ack whose observed column has no
+    /// notification at or below the safe point (`notified`) and no lock left there (`skip`);
+    /// its data goes with it. Returns the write records deleted.
+    fn drop_orphaned_acks(
+        &mut self,
+        notified: &HashSet<Bytes>,
+        skip: impl Fn(&Bytes) -> bool,
+    ) -> u64 {
+        let orphans: Vec<(Bytes, Bytes)> = self
+            .ack_candidates()
+            .filter(|(_, observed)| !notified.contains(observed) && !skip(observed))
+            .collect();
+        for (ack, _) in &orphans {
+            if let Some((ts, start_ts)) = self.kept_puts.remove(ack) {
+                self.deletes.push((Family::Write, ack.clone(), ts));
+                if let Some(referenced) = self.referenced.get_mut(ack) {
+                    referenced.remove(&start_ts);
+                }
+            }
+        }
+        orphans.len() as u64
+    }
 }
 
 /// Plans one row from all its write records (by column, newest first); `skip` names columns
@@ -545,6 +616,8 @@ fn plan_row(cells: &[Cell], safe_point: u64, skip: impl Fn(&Bytes) -> bool) -> R
                     WriteKind::Rollback => false,
                     WriteKind::Put => {
                         kept_committed = true;
+                        plan.kept_puts
+                            .insert(column.clone(), (cell.ts, record.start_ts));
                         true
                     }
                     WriteKind::Delete => {

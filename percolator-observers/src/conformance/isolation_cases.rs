@@ -42,17 +42,35 @@ async fn start_with<S: RowStore>(
         .unwrap()
 }
 
+/// A worker running one copier of column `v`, named `name`.
+async fn start_only<S: RowStore>(store: &Arc<S>, name: &'static str) -> Runtime<S> {
+    let mut observers = Observers::new();
+    observers.register(Copier::new(name, "v")).unwrap();
+    start_with(store, observers, test_runtime_config()).await
+}
+
+/// One committed transaction per row, doing `write` on it.
+async fn each_row<S: RowStore>(
+    client: &Client<S>,
+    write: impl Fn(&mut Transaction<S>, String) -> Result<()>,
+) {
+    for i in 0..ROWS {
+        let mut txn = client.begin().await.unwrap();
+        write(&mut txn, row(i)).unwrap();
+        txn.commit().await.unwrap();
+    }
+}
+
 /// A writer that declared no observed column (it relies on the store's registry).
 async fn plain_writer<S: RowStore>(store: &Arc<S>) -> Client<S> {
     client_with(store, fast_config()).await
 }
 
 async fn write_rows<S: RowStore>(client: &Client<S>, column: &str, value: &str) {
-    for i in 0..ROWS {
-        let mut txn = client.begin().await.unwrap();
-        txn.set(TABLE, row(i), column, value.to_owned()).unwrap();
-        txn.commit().await.unwrap();
-    }
+    each_row(client, |txn, row| {
+        txn.set(TABLE, row, column, value.to_owned())
+    })
+    .await;
 }
 
 async fn logged<S: RowStore>(client: &Client<S>, row: &str, column: &str) -> Option<String> {
@@ -292,7 +310,9 @@ pub async fn self_triggering_observer_is_stopped<F: StoreFactory>(factory: &F) {
 
 /// A rolling deploy: worker A runs observer `old`, worker B runs `old` and `new` on the same
 /// column. A must not clear notifications `new` has not covered; once B is back, `new` sees every
-/// change; notifications end up cleared. The writer declared nothing.
+/// change; notifications end up cleared. Then B runs only `new`, the column is deleted and
+/// garbage-collected (its acks too): later notifications of the empty column are still cleared.
+/// The writer declared nothing.
 pub async fn workers_with_different_observer_sets<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let observers_b = || {
@@ -304,9 +324,7 @@ pub async fn workers_with_different_observer_sets<F: StoreFactory>(factory: &F) 
     // B starts (registering `new`) and stops again before any write.
     let b = start_with(&store, observers_b(), test_runtime_config()).await;
     b.shutdown().await.unwrap();
-    let mut observers_a = Observers::new();
-    observers_a.register(Copier::new("old", "v")).unwrap();
-    let a = start_with(&store, observers_a, test_runtime_config()).await;
+    let a = start_only(&store, "old").await;
     let writer = plain_writer(&store).await;
     write_rows(&writer, "v", "one").await;
     // A processes every row but may clear nothing: `new` has not run.
@@ -348,6 +366,33 @@ pub async fn workers_with_different_observer_sets<F: StoreFactory>(factory: &F) 
             Some("one")
         );
     }
+    assert_eq!(writer.pending_notifications(TABLE).await.unwrap(), 0);
+    b.shutdown().await.unwrap();
+    // Disjoint sets: A runs only `old`, B only `new`, and the column is deleted.
+    let b = start_only(&store, "new").await;
+    each_row(&writer, |txn, row| txn.delete(TABLE, row, "v")).await;
+    idle(&a).await;
+    idle(&b).await;
+    assert_eq!(writer.pending_notifications(TABLE).await.unwrap(), 0);
+    // GC (the workers stopped, so that the safe point passes their snapshots) takes the
+    // deletes and, with them, the now orphaned acks. A notification of the empty column is
+    // still cleared: each worker sees that the other's strong observer, finding no value, would
+    // do nothing (it never acks such a run).
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    let gc = percolator_core::gc::GcConfig::default().with_grace(Duration::ZERO);
+    let report = writer.gc(&gc, |_| {}).await.unwrap();
+    assert_eq!(
+        report.total().acks_deleted,
+        2 * ROWS as u64,
+        "{}",
+        report.table()
+    );
+    let a = start_only(&store, "old").await;
+    let b = start_only(&store, "new").await;
+    each_row(&writer, |txn, row| txn.notify(TABLE, row, "v")).await;
+    idle(&a).await;
+    idle(&b).await;
     assert_eq!(writer.pending_notifications(TABLE).await.unwrap(), 0);
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
