@@ -45,6 +45,25 @@ pub enum WebindexCommand {
     /// Many recrawl generations with or without garbage collection: cells and bytes stored
     /// (and on disk) per generation. Use an empty store.
     Soak(SoakArgs),
+    /// Load a realistic synthetic crawl, index it until idle and check it, in one process:
+    /// pages/s, notifications/s per quarter of the run, peak RSS per phase, bytes written and on
+    /// disk. Use an empty store.
+    Scale(ScaleArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ScaleArgs {
+    /// Documents in the synthetic crawl.
+    #[arg(long, default_value_t = 50_000)]
+    docs: usize,
+    /// Small demo pages instead of realistic ones.
+    #[arg(long)]
+    demo_pages: bool,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    workers: WorkerArgs,
 }
 
 #[derive(Args, Debug)]
@@ -107,6 +126,10 @@ pub struct LoadArgs {
     /// Seed of the synthetic crawl.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Synthetic pages sized and linked like a real crawl (about 20 KB of HTML, 20–200 links,
+    /// 60 000 words) instead of small demo pages.
+    #[arg(long)]
+    realistic: bool,
     /// Load every *.html / *.htm file under this directory.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -188,6 +211,7 @@ pub async fn run<S: RowStore>(
 ) -> Result<ExitCode, CliError> {
     match command {
         WebindexCommand::Soak(args) => soak(store, oracle, args, db).await,
+        WebindexCommand::Scale(args) => scale(store, oracle, args, db).await,
         WebindexCommand::Demo(args) => demo(store, oracle, args).await,
         WebindexCommand::Load(args) => {
             let client = loader(&store, &oracle).await?;
@@ -195,7 +219,11 @@ pub async fn run<S: RowStore>(
             let began = Instant::now();
             let mut batches: Vec<(&str, Vec<CrawledPage>)> = Vec::new();
             if let Some(docs) = args.synthetic {
-                let crawl = SyntheticCrawl::new(docs, args.seed);
+                let crawl = SyntheticCrawl::new(docs, args.seed).with_shape(if args.realistic {
+                    webindex::synthetic::Shape::Realistic
+                } else {
+                    webindex::synthetic::Shape::Demo
+                });
                 batches.push((
                     "synthetic",
                     if args.generation == 0 {
@@ -650,6 +678,49 @@ fn summary_table(s: &webindex::IndexSummary) -> String {
             ("postings", s.postings.to_string()),
         ],
     )
+}
+
+/// `webindex scale`: load, run and check, with progress and a summary table (and JSON).
+async fn scale<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    args: &ScaleArgs,
+    db: &std::path::Path,
+) -> Result<ExitCode, CliError> {
+    use webindex::scale::{ScaleConfig, ScaleProgress};
+    let mut config = ScaleConfig::default();
+    config.docs = args.docs;
+    if args.demo_pages {
+        config.shape = webindex::synthetic::Shape::Demo;
+    }
+    config.runtime = runtime_config(&args.workers);
+    let progress = bar(Some(args.docs as u64), "load");
+    let report = webindex::scale::run(
+        || client_builder(&store, &oracle),
+        &config,
+        || disk_bytes(store.name(), db),
+        |event| match event {
+            ScaleProgress::Loaded(n) => progress.set_position(n),
+            ScaleProgress::Running(sample) => {
+                progress.set_message(format!("run: {:.0} s", sample.seconds));
+                progress.set_position(sample.processed.min(args.docs as u64));
+            }
+            ScaleProgress::Checking => progress.set_message("check"),
+            _ => {}
+        },
+    )
+    .await?;
+    progress.finish_and_clear();
+    print!("{}", report.table());
+    for violation in report.violations.iter().take(10) {
+        println!("violation: {violation}");
+    }
+    write_json(args.json.as_deref(), &serde_json::to_value(&report)?)?;
+    Ok(if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `webindex soak`: generation after generation, with a progress bar, a summary table and JSON.

@@ -34,4 +34,4 @@ pub use parking::{ParkedChange, RetryReport, parked, retry_parked};
 pub use percolator_core::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};
-pub use runtime::{GcSchedule, Runtime, RuntimeConfig, RuntimeError, pending_on};
+pub use runtime::{GcSchedule, Runtime, RuntimeConfig, RuntimeError, any_pending_on, pending_on};

@@ -17,6 +17,7 @@ pub mod html;
 pub mod load;
 pub mod pipeline;
 pub mod query;
+pub mod scale;
 pub mod schema;
 pub mod soak;
 pub mod sources;

@@ -10,9 +10,17 @@
 //! made-up words; re-rendering a page at a later generation adds the marker
 //! word `rev{generation}`, so recrawls change content.
 //!
-//! Everything is a pure function of `(docs, seed, duplicate_fraction)` and the
-//! arguments: [`SyntheticCrawl::page`] never depends on what was generated
-//! before it.
+//! Everything is a pure function of `(docs, seed, duplicate_fraction, shape)`
+//! and the arguments: [`SyntheticCrawl::page`] never depends on what was
+//! generated before it.
+//!
+//! Two shapes ([`Shape`]). [`Shape::Demo`], the default, makes small pages
+//! (30–120 words, 3–9 links) that keep tests fast. [`Shape::Realistic`] makes
+//! pages shaped like a real crawl, so that benchmarks see real costs: body text
+//! log-normal around 1 800 words (median about 20 KB of HTML, a tail to about
+//! 500 KB), 20–200 links (a navigation bar of same-site links, then links in
+//! the text), `<style>` and `<script>` blocks, a Zipf vocabulary of 60 000
+//! words, and 4% mirrors.
 
 use std::fmt::Write as _;
 
@@ -29,8 +37,12 @@ const DEFAULT_DUPLICATE_FRACTION: f64 = 0.15;
 const PAGES_PER_SITE: usize = 20;
 /// Sites per mirror host, roughly.
 const SITES_PER_MIRROR_HOST: usize = 4;
-/// Number of distinct words in the vocabulary.
+/// Number of distinct words in the demo vocabulary.
 const VOCABULARY_SIZE: usize = 5000;
+/// And in the realistic one.
+const REALISTIC_VOCABULARY_SIZE: usize = 60_000;
+/// The realistic shape's duplicate fraction.
+const REALISTIC_DUPLICATE_FRACTION: f64 = 0.04;
 /// Two-char consonant-vowel syllables: every word is a concatenation of them.
 const CONSONANTS: &[u8; 16] = b"bdfghklmnprstvwz";
 const VOWELS: &[u8; 5] = b"aeiou";
@@ -55,12 +67,24 @@ enum Stream {
     Recrawl = 5,
 }
 
+/// What the pages of a synthetic crawl look like (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Shape {
+    /// Small pages: fast tests.
+    #[default]
+    Demo,
+    /// Pages sized and linked like a real crawl: realistic benchmarks.
+    Realistic,
+}
+
 /// A deterministic synthetic crawl of `docs` pages.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SyntheticCrawl {
     docs: usize,
     seed: u64,
     duplicate_fraction: f64,
+    shape: Shape,
 }
 
 /// The visible content of one original at one generation, shared by its
@@ -74,6 +98,10 @@ struct Content {
     /// crawl come first; the optional last one (`elsewhere`) points outside.
     slots: Vec<(usize, Vec<String>)>,
     elsewhere: bool,
+    /// The first `nav` slots form a navigation bar of same-site links (realistic shape).
+    nav: usize,
+    /// Bytes of `<script>` filler (realistic shape; not visible text).
+    script_bytes: usize,
 }
 
 impl SyntheticCrawl {
@@ -83,7 +111,28 @@ impl SyntheticCrawl {
             docs,
             seed,
             duplicate_fraction: DEFAULT_DUPLICATE_FRACTION,
+            shape: Shape::Demo,
         }
+    }
+
+    /// The same crawl with pages of `shape`; [`Shape::Realistic`] also sets the duplicate
+    /// fraction to 4% (change it afterwards with [`Self::with_duplicate_fraction`]).
+    #[must_use]
+    pub fn with_shape(self, shape: Shape) -> Self {
+        let duplicate_fraction = match shape {
+            Shape::Demo => self.duplicate_fraction,
+            Shape::Realistic => REALISTIC_DUPLICATE_FRACTION,
+        };
+        Self {
+            shape,
+            duplicate_fraction,
+            ..self
+        }
+    }
+
+    /// The shape of the pages.
+    pub fn shape(&self) -> Shape {
+        self.shape
     }
 
     /// The same crawl with about `fraction` of the pages mirrors (clamped to
@@ -191,25 +240,49 @@ impl SyntheticCrawl {
 
     fn content(&self, original: usize, generation: u32) -> Content {
         let mut rng = self.rng(Stream::Content, original, generation);
-        let title = zipf_words(&mut rng, 2..=4);
-        let mut words = zipf_words(&mut rng, 30..=120);
+        let realistic = self.shape == Shape::Realistic;
+        let vocabulary = if realistic {
+            REALISTIC_VOCABULARY_SIZE
+        } else {
+            VOCABULARY_SIZE
+        };
+        let title = zipf_words(&mut rng, vocabulary, if realistic { 3..=10 } else { 2..=4 });
+        let body = if realistic {
+            let n = log_normal(&mut rng, 1800.0, 0.9).clamp(50.0, 60_000.0) as usize;
+            n..=n
+        } else {
+            30..=120
+        };
+        let mut words = zipf_words(&mut rng, vocabulary, body);
         if generation > 0 {
             words.insert(0, format!("rev{generation}"));
         }
+        let paragraph_words = if realistic { 20..=80 } else { 8..=25 };
         let mut paragraphs = Vec::new();
         let mut rest = words.as_slice();
         while !rest.is_empty() {
-            let take = rng.random_range(8..=25).min(rest.len());
+            let take = rng.random_range(paragraph_words.clone()).min(rest.len());
             let (paragraph, tail) = rest.split_at(take);
             paragraphs.push(paragraph.to_vec());
             rest = tail;
         }
         let elsewhere = rng.random::<f64>() < ELSEWHERE_PROBABILITY;
-        let links = rng.random_range(3..=8) + usize::from(elsewhere);
+        let links = if realistic {
+            // Log-uniform over 20..=200 (median about 63), the link outside included.
+            let ln = rng.random_range(20f64.ln()..=200f64.ln());
+            (ln.exp() as usize).clamp(20, 200)
+        } else {
+            rng.random_range(3..=8) + usize::from(elsewhere)
+        };
+        let (nav, script_bytes) = if realistic {
+            (rng.random_range(8..=16), rng.random_range(1000..=6000))
+        } else {
+            (0, 0)
+        };
         let slots = (0..links)
             .map(|_| {
                 let paragraph = rng.random_range(0..paragraphs.len());
-                (paragraph, zipf_words(&mut rng, 1..=3))
+                (paragraph, zipf_words(&mut rng, vocabulary, 1..=3))
             })
             .collect();
         Content {
@@ -217,6 +290,8 @@ impl SyntheticCrawl {
             paragraphs,
             slots,
             elsewhere,
+            nav,
+            script_bytes,
         }
     }
 
@@ -225,8 +300,14 @@ impl SyntheticCrawl {
         let mut rng = self.rng(Stream::Links, index, generation);
         let (host, _) = self.location(index);
         let crawl_links = content.slots.len() - usize::from(content.elsewhere);
-        let mut hrefs: Vec<String> = (0..crawl_links)
-            .map(|_| match self.link_target(&mut rng, index) {
+        let mut hrefs: Vec<String> = Vec::with_capacity(content.slots.len());
+        for slot in 0..crawl_links {
+            let target = if slot < content.nav {
+                self.same_site_target(&mut rng, index)
+            } else {
+                self.link_target(&mut rng, index)
+            };
+            hrefs.push(match target {
                 Some(target) => {
                     let (target_host, path) = self.location(target);
                     if target_host == host {
@@ -237,12 +318,21 @@ impl SyntheticCrawl {
                 }
                 // A single-page crawl has nothing else to link to.
                 None => elsewhere_url(&mut rng),
-            })
-            .collect();
+            });
+        }
         if content.elsewhere {
             hrefs.push(elsewhere_url(&mut rng));
         }
         hrefs
+    }
+
+    /// An original on the site of page `index` (itself, if the site has no other page), for
+    /// navigation links. Mirrors link to their original's site.
+    fn same_site_target(&self, rng: &mut StdRng, index: usize) -> Option<usize> {
+        let sites = self.sites();
+        let site = self.original_of(index) % sites;
+        let pages = self.docs.saturating_sub(site).div_ceil(sites);
+        (pages > 0).then(|| site + rng.random_range(0..pages) * sites)
     }
 
     /// A page of the crawl other than `index`, if there is one.
@@ -262,12 +352,32 @@ impl SyntheticCrawl {
         let hrefs = self.hrefs(index, generation, &content);
         let title = escape(&content.title.join(" "));
 
-        let mut html = String::with_capacity(2048);
+        let mut html = String::with_capacity(2048 + content.script_bytes * 2);
         html.push_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
-        let _ = write!(
-            html,
-            "<title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n"
-        );
+        let _ = write!(html, "<title>{title}</title>");
+        if content.script_bytes > 0 {
+            html.push_str(STYLE);
+            filler_script(&mut html, content.script_bytes);
+        }
+        let _ = write!(html, "</head>\n<body>\n");
+        let link = |html: &mut String, anchor: &[String], href: &str| {
+            let _ = write!(
+                html,
+                " <a href=\"{}\">{}</a>",
+                escape(href),
+                escape(&anchor.join(" "))
+            );
+        };
+        if content.nav > 0 {
+            html.push_str("<nav><ul>");
+            for ((_, anchor), href) in content.slots.iter().zip(&hrefs).take(content.nav) {
+                html.push_str("<li>");
+                link(&mut html, anchor, href);
+                html.push_str("</li>");
+            }
+            html.push_str("</ul></nav>\n");
+        }
+        let _ = writeln!(html, "<h1>{title}</h1>");
         for (p, paragraph) in content.paragraphs.iter().enumerate() {
             html.push_str("<p>");
             html.push_str(&escape(&paragraph.join(" ")));
@@ -275,20 +385,38 @@ impl SyntheticCrawl {
                 .slots
                 .iter()
                 .zip(&hrefs)
+                .skip(content.nav)
                 .filter(|((slot_paragraph, _), _)| *slot_paragraph == p)
             {
-                let _ = write!(
-                    html,
-                    " <a href=\"{}\">{}</a>",
-                    escape(href),
-                    escape(&anchor.join(" "))
-                );
+                link(&mut html, anchor, href);
             }
             html.push_str("</p>\n");
         }
         html.push_str("</body></html>\n");
         html
     }
+}
+
+/// The stylesheet of every realistic page (hidden text, as on real sites).
+const STYLE: &str = "<style>body{margin:0;font:16px/1.5 system-ui,sans-serif;color:#222}\
+nav ul{list-style:none;display:flex;gap:1em;padding:.5em 1em;background:#f4f4f4}\
+nav a{color:#06c;text-decoration:none}h1{font-size:2em;margin:.67em 1em}\
+p{max-width:42em;margin:1em auto}a:hover{text-decoration:underline}\
+@media (max-width:600px){nav ul{flex-direction:column}p{margin:1em}}</style>";
+
+/// About `bytes` of script, as pages carry analytics and widgets (hidden text).
+fn filler_script(html: &mut String, bytes: usize) {
+    html.push_str("<script>");
+    let start = html.len();
+    let mut i = 0usize;
+    while html.len() - start < bytes {
+        let _ = write!(
+            html,
+            "var w{i}=document.querySelectorAll('[data-w=\"{i}\"]');w{i}.forEach(function(e){{e.dataset.seen=1}});"
+        );
+        i += 1;
+    }
+    html.push_str("</script>");
 }
 
 fn clamp_fraction(fraction: f64) -> f64 {
@@ -327,17 +455,56 @@ fn word(k: usize) -> String {
     word
 }
 
-/// A vocabulary rank with a Zipf-like skew: P(rank = r) ∝ about 1/(r+1).
-fn zipf_rank(rng: &mut StdRng) -> usize {
+/// A vocabulary rank below `size` with a Zipf-like skew: P(rank = r) ∝ about 1/(r+1).
+fn zipf_rank(rng: &mut StdRng, size: usize) -> usize {
     let u: f64 = rng.random();
     // (N+1)^u is log-uniform on [1, N+1): the continuous Zipf with s = 1.
-    let rank = ((VOCABULARY_SIZE + 1) as f64).powf(u) as usize;
-    rank.saturating_sub(1).min(VOCABULARY_SIZE - 1)
+    let rank = ((size + 1) as f64).powf(u) as usize;
+    rank.saturating_sub(1).min(size - 1)
 }
 
-fn zipf_words(rng: &mut StdRng, count: std::ops::RangeInclusive<usize>) -> Vec<String> {
+fn zipf_words(
+    rng: &mut StdRng,
+    vocabulary: usize,
+    count: std::ops::RangeInclusive<usize>,
+) -> Vec<String> {
     let n = rng.random_range(count);
-    (0..n).map(|_| word(zipf_rank(rng))).collect()
+    let word = if vocabulary > VOCABULARY_SIZE {
+        large_vocabulary_word
+    } else {
+        word
+    };
+    (0..n).map(|_| word(zipf_rank(rng, vocabulary))).collect()
+}
+
+/// A log-normal draw with the given median and shape `sigma` (Box–Muller).
+fn log_normal(rng: &mut StdRng, median: f64, sigma: f64) -> f64 {
+    let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+    let u2: f64 = rng.random();
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    median * (sigma * z).exp()
+}
+
+/// Word `k` of a vocabulary of up to 512 000 words: three consonant-vowel syllables, a
+/// fourth for every third `k`. Distinct `k` give distinct words: the three-syllable stem is a
+/// bijection of `k` (7919 is coprime with `SYLLABLES³` = 2⁹·5³).
+fn large_vocabulary_word(k: usize) -> String {
+    let syllable = |s: usize| {
+        [
+            char::from(CONSONANTS[s / VOWELS.len() % CONSONANTS.len()]),
+            char::from(VOWELS[s % VOWELS.len()]),
+        ]
+    };
+    let cube = SYLLABLES * SYLLABLES * SYLLABLES;
+    let stem = k.wrapping_mul(STEM_SCATTER) % cube;
+    let mut word: String = [stem / (SYLLABLES * SYLLABLES), stem / SYLLABLES, stem]
+        .into_iter()
+        .flat_map(|s| syllable(s % SYLLABLES))
+        .collect();
+    if k % 3 == 1 {
+        word.extend(syllable(k.wrapping_mul(31) % SYLLABLES));
+    }
+    word
 }
 
 /// Escapes text for an HTML text node or a double-quoted attribute value.
@@ -563,7 +730,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(1);
         let mut counts = vec![0usize; VOCABULARY_SIZE];
         for _ in 0..100_000 {
-            counts[zipf_rank(&mut rng)] += 1;
+            counts[zipf_rank(&mut rng, VOCABULARY_SIZE)] += 1;
         }
         assert!(counts[0] > 5_000, "top word drawn {} times", counts[0]);
         let tail: usize = counts[2500..].iter().sum();
@@ -602,5 +769,53 @@ mod tests {
             escape(r#"<a href="x">&'"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
+    }
+
+    #[test]
+    fn realistic_pages_have_real_sizes_links_and_vocabulary() {
+        let crawl = SyntheticCrawl::new(2000, 3).with_shape(Shape::Realistic);
+        let mut sizes = Vec::new();
+        let mut links = Vec::new();
+        let mut vocabulary = HashSet::new();
+        let mut hashes = HashMap::new();
+        for i in 0..crawl.docs() {
+            let page = crawl.page(i, 0);
+            sizes.push(page.html.len());
+            let parsed = parse_page(&page.url, &page.html);
+            links.push(parsed.links.len());
+            vocabulary.extend(parsed.terms);
+            *hashes.entry(parsed.content_hash).or_insert(0usize) += 1;
+        }
+        sizes.sort_unstable();
+        let median = sizes[sizes.len() / 2];
+        assert!((10_000..=30_000).contains(&median), "median {median} bytes");
+        let largest = sizes[sizes.len() - 1];
+        assert!(
+            (120_000..=520_000).contains(&largest),
+            "largest {largest} bytes"
+        );
+        // The parser keeps at most 100 distinct targets; pages carry 20–200 links.
+        let (fewest, most) = (links.iter().min().unwrap(), links.iter().max().unwrap());
+        assert!(*fewest >= 10 && *most >= 90, "{fewest}..{most} links");
+        // 200 terms per page are kept (the parser's cap), drawn from 60 000 words.
+        assert!(vocabulary.len() > 15_000, "{} words", vocabulary.len());
+        let duplicated: usize = hashes.values().filter(|&&n| n > 1).sum();
+        assert!(
+            (30..=200).contains(&duplicated),
+            "{duplicated} duplicated pages"
+        );
+        // Nav links stay on the page's own site.
+        let page = crawl.page(40, 0);
+        let nav = String::from_utf8_lossy(&page.html);
+        let nav = &nav[nav.find("<nav>").unwrap()..nav.find("</nav>").unwrap()];
+        assert!(!nav.contains("http://"), "relative, same-site links: {nav}");
+    }
+
+    #[test]
+    fn large_vocabulary_words_are_distinct() {
+        let words: HashSet<String> = (0..REALISTIC_VOCABULARY_SIZE)
+            .map(large_vocabulary_word)
+            .collect();
+        assert_eq!(words.len(), REALISTIC_VOCABULARY_SIZE);
     }
 }

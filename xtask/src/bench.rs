@@ -11,6 +11,8 @@
 //! worker, etcd-leader and oracle kills during the web-index pipeline, plotted as `faults.svg`).
 //! On mem and sled: the soak (`percolator webindex soak`, recrawl generations with GC off and
 //! on: cells stored and bytes on disk per generation, plotted as `gc.svg`).
+//! `--scale` alone: `percolator webindex scale` on mem and sled (realistic pages loaded, indexed
+//! and checked; pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML; `scale.svg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,6 +87,8 @@ pub enum Only {
     Freshness,
     /// The paper's Figure 10.
     Figure10,
+    /// The scale run, with this many pages (default by `quick`).
+    Scale { docs: Option<usize> },
 }
 
 pub fn bench(
@@ -119,6 +123,18 @@ pub fn bench(
         Profile::Release
     };
     let systems = backends(choice, pd.as_deref());
+    if let Some(Only::Scale { docs }) = only {
+        let docs = docs.unwrap_or(if quick { 1_000 } else { 50_000 });
+        let embedded: Vec<&str> = systems
+            .iter()
+            .copied()
+            .filter(|b| matches!(*b, "mem" | "sled"))
+            .collect();
+        if embedded.is_empty() {
+            return Err("--scale runs on the embedded backends: --backend mem, sled or all".into());
+        }
+        return scale_all(&binaries::build(profile, false)?, &embedded, docs);
+    }
     // etcd: the cluster in PERCOLATOR_ETCD_ENDPOINTS, else 3 members on loopback for this run
     // (stopped when `_cluster` drops at the end).
     let (etcd, _cluster) = if systems.contains(&"etcd") {
@@ -192,6 +208,103 @@ pub fn bench(
     let chart = freshness_chart(&reports);
     std::fs::write(Path::new(OUT).join("freshness.svg"), svg(&chart))
         .map_err(|e| format!("writing the plot: {e}"))?;
+    Ok(())
+}
+
+/// The scale run on each embedded backend: `scale-<backend>.json`, and `scale.svg` (observer
+/// transactions per second over the run).
+fn scale_all(bin: &Binaries, systems: &[&str], docs: usize) -> Result<(), String> {
+    let mut reports = Vec::new();
+    for &backend in systems {
+        let json = PathBuf::from(OUT).join(format!("scale-{backend}.json"));
+        let db = PathBuf::from(OUT).join(format!("scale-db-{backend}"));
+        let _ = std::fs::remove_dir_all(&db);
+        let mut cmd = bin.percolator();
+        cmd.args(["--backend", backend]).arg("--db").arg(&db);
+        cmd.args(["webindex", "scale", "--docs", &docs.to_string()]);
+        cmd.arg("--json").arg(&json);
+        println!("== scale run on {backend}: {docs} realistic pages");
+        let report = run_for_json(cmd, &json, &format!("scale run on {backend}"))?;
+        let _ = std::fs::remove_dir_all(&db);
+        reports.push((backend, report));
+    }
+    println!("\n## Scale: {docs} realistic pages loaded, indexed and checked in one process\n");
+    println!(
+        "| backend | HTML MB | load pages/s | run pages/s | notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written MB | disk ÷ HTML | violations |"
+    );
+    println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|");
+    let mb = |v: &Value| {
+        v.as_f64()
+            .map_or_else(|| "-".to_owned(), |b| format!("{:.0}", b / 1e6))
+    };
+    for (backend, r) in &reports {
+        let quarters: Vec<String> = r["quarters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|q| format!("{:.0}", q.as_f64().unwrap_or(0.0)))
+            .collect();
+        let rss: Vec<String> = r["peak_rss_bytes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(mb)
+            .collect();
+        println!(
+            "| {backend} | {} | {:.0} | {:.0} | {} | {:.2} | {} | {} | {} | {} |",
+            mb(&r["html_bytes"]),
+            r["load_pages_per_sec"].as_f64().unwrap_or(0.0),
+            r["run_pages_per_sec"].as_f64().unwrap_or(0.0),
+            quarters.join(" / "),
+            r["last_over_first"].as_f64().unwrap_or(0.0),
+            rss.join(" / "),
+            mb(&r["written_bytes"]),
+            r["disk_per_html"]
+                .as_f64()
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.1}×")),
+            r["violations"].as_array().map_or(0, Vec::len),
+        );
+    }
+    let series = reports
+        .iter()
+        .map(|(backend, r)| {
+            let samples: Vec<(f64, f64)> = r["samples"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| Some((s["seconds"].as_f64()?, s["processed"].as_f64()?)))
+                .collect();
+            let rates = samples
+                .windows(2)
+                .filter(|w| w[1].0 > w[0].0)
+                .map(|w| (w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0)))
+                .collect();
+            Series {
+                name: format!("observer txns/s ({backend})"),
+                points: rates,
+                dashed: false,
+            }
+        })
+        .collect();
+    let title = format!("Scale: {docs} realistic pages, throughput as the backlog drains");
+    let chart = Chart {
+        title: &title,
+        x_label: "seconds into the run",
+        y_label: "observer transactions per second",
+        log_x: false,
+        log_y: false,
+        series,
+        markers: Vec::new(),
+    };
+    std::fs::write(Path::new(OUT).join("scale.svg"), svg(&chart))
+        .map_err(|e| format!("writing the plot: {e}"))?;
+    if reports
+        .iter()
+        .any(|(_, r)| r["violations"].as_array().is_some_and(|v| !v.is_empty()))
+    {
+        return Err("the scale run's index check found violations".into());
+    }
+    println!("\nJSON and plot: {OUT}/scale-<backend>.json, {OUT}/scale.svg");
     Ok(())
 }
 

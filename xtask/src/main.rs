@@ -12,7 +12,7 @@
 //!   check with the declared minimum Rust version (installed with rustup when missing), the
 //!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
-//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness | --figure10] [--dev-build]`: the benchmarks;
+//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness | --figure10 | --scale [--docs N]] [--dev-build]`: the benchmarks;
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.
 
 mod bench;
@@ -67,6 +67,13 @@ enum Cmd {
         /// Only the paper's Figure 10 (worker, etcd-leader and oracle kills; needs etcd).
         #[arg(long, conflicts_with = "freshness")]
         figure10: bool,
+        /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
+        /// embedded backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
+        #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
+        scale: bool,
+        /// Pages for `--scale` (default 50 000; 1 000 with `--quick`).
+        #[arg(long, requires = "scale")]
+        docs: Option<usize>,
         /// Build the benchmarks in the dev profile (reuses the test build; a smoke run whose
         /// figures are not comparable — CI uses it).
         #[arg(long)]
@@ -97,6 +104,8 @@ fn main() -> ExitCode {
         quick,
         freshness,
         figure10,
+        scale,
+        docs,
         dev_build,
         pd,
     } = cli.command
@@ -105,6 +114,8 @@ fn main() -> ExitCode {
             Some(bench::Only::Freshness)
         } else if figure10 {
             Some(bench::Only::Figure10)
+        } else if scale {
+            Some(bench::Only::Scale { docs })
         } else {
             None
         };

@@ -1,0 +1,393 @@
+//! The scale run: a realistic synthetic crawl loaded and indexed end to end in one process,
+//! measuring what grows with size — throughput as the backlog drains (per quarter of the run),
+//! peak memory per phase, bytes written, and bytes on disk per byte of HTML.
+//!
+//! Phases: **load** streams the crawl into `documents` (the pipeline is not running, so the
+//! whole crawl becomes a backlog of notifications, as with `webindex load` before `run`);
+//! **run** starts the observers and waits until nothing is pending, sampling how many
+//! notifications have been processed; **check** verifies every invariant of the index. Peak
+//! resident memory is measured per phase (Linux: `VmHWM`, reset between phases through
+//! `/proc/self/clear_refs`), bytes written from `/proc/self/io`.
+
+use std::time::{Duration, Instant};
+
+use percolator_core::{ClientBuilder, RowStore};
+use percolator_observers::{Runtime, RuntimeConfig, RuntimeError};
+use serde::Serialize;
+
+use super::check::{IndexSummary, check};
+use super::load::{LoadError, load_pages};
+use super::pipeline::{observed_columns, observers};
+use super::soak::{StoredCells, stored_cells};
+use super::synthetic::{Shape, SyntheticCrawl};
+
+/// Parameters of a scale run.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ScaleConfig {
+    /// Pages in the synthetic crawl.
+    pub docs: usize,
+    /// Their shape.
+    pub shape: Shape,
+    /// Seed of the crawl.
+    pub seed: u64,
+    /// Loader transactions in flight.
+    pub load_concurrency: usize,
+    /// The pipeline's runtime.
+    pub runtime: RuntimeConfig,
+    /// How often the run's progress is sampled.
+    pub sample_every: Duration,
+    /// Longest wait for the pipeline to go idle.
+    pub timeout: Duration,
+}
+
+impl Default for ScaleConfig {
+    fn default() -> Self {
+        Self {
+            docs: 50_000,
+            shape: Shape::Realistic,
+            seed: 18,
+            load_concurrency: 8,
+            runtime: RuntimeConfig::default(),
+            sample_every: Duration::from_secs(1),
+            timeout: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+/// Notifications processed by `seconds` into the run.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ScaleSample {
+    /// Seconds since the run started.
+    pub seconds: f64,
+    /// Observer transactions committed so far.
+    pub processed: u64,
+}
+
+/// What a scale run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleReport {
+    /// Backend name.
+    pub backend: String,
+    /// Pages in the crawl.
+    pub docs: usize,
+    /// `demo` or `realistic`.
+    pub shape: String,
+    /// Bytes of HTML loaded.
+    pub html_bytes: u64,
+    /// Load phase: seconds and pages per second.
+    pub load_seconds: f64,
+    /// Pages loaded per second.
+    pub load_pages_per_sec: f64,
+    /// Run phase: seconds until idle.
+    pub run_seconds: f64,
+    /// Pages indexed per second of the run.
+    pub run_pages_per_sec: f64,
+    /// Observer transactions committed in the run.
+    pub notifications_processed: u64,
+    /// Notifications processed per second in each quarter of the run.
+    pub quarters: [f64; 4],
+    /// The last quarter's rate over the first's (1.0: flat).
+    pub last_over_first: f64,
+    /// Progress samples of the run.
+    pub samples: Vec<ScaleSample>,
+    /// Peak resident bytes per phase (load, run, check), where the OS reports them.
+    pub peak_rss_bytes: [Option<u64>; 3],
+    /// Bytes the process wrote to storage (load and run), where the OS reports them.
+    pub written_bytes: Option<u64>,
+    /// Bytes on disk after the run, where the store has a directory.
+    pub disk_bytes: Option<u64>,
+    /// `disk_bytes` per byte of HTML.
+    pub disk_per_html: Option<f64>,
+    /// Cells and their key and value bytes per table and family (every version): what the
+    /// store holds, against which `disk_bytes` shows the engine's own amplification.
+    pub stored: StoredCells,
+    /// What the index holds.
+    pub summary: IndexSummary,
+    /// Invariant violations found by the check (empty: all hold).
+    pub violations: Vec<String>,
+}
+
+/// Where a scale run is, for progress displays.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum ScaleProgress {
+    /// Pages loaded so far.
+    Loaded(u64),
+    /// The run's latest sample.
+    Running(ScaleSample),
+    /// The check started.
+    Checking,
+}
+
+/// `VmHWM` of this process, in bytes (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resets [`peak_rss_bytes`] to the current resident size (Linux ≥ 4.0; elsewhere a no-op).
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Bytes this process caused to be written to storage (`write_bytes` of `/proc/self/io`).
+pub fn written_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let line = io.lines().find(|l| l.starts_with("write_bytes:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Notifications per second in each quarter of a run of `total` seconds, from cumulative
+/// samples (linearly interpolated between them).
+pub fn quarter_rates(samples: &[ScaleSample], total: f64) -> [f64; 4] {
+    let at = |t: f64| -> f64 {
+        let mut before = ScaleSample {
+            seconds: 0.0,
+            processed: 0,
+        };
+        for s in samples {
+            if s.seconds >= t {
+                let span = s.seconds - before.seconds;
+                let share = if span > 0.0 {
+                    (t - before.seconds) / span
+                } else {
+                    1.0
+                };
+                return before.processed as f64
+                    + share * (s.processed as f64 - before.processed as f64);
+            }
+            before = *s;
+        }
+        before.processed as f64
+    };
+    let quarter = total / 4.0;
+    let mut rates = [0.0; 4];
+    if quarter > 0.0 {
+        for (q, rate) in rates.iter_mut().enumerate() {
+            let (from, to) = (q as f64 * quarter, (q + 1) as f64 * quarter);
+            *rate = (at(to) - at(from)) / quarter;
+        }
+    }
+    rates
+}
+
+/// Runs the scale experiment on an empty store. `builder` makes the clients (the loader's and
+/// the runtime's); `disk_bytes` measures the store's directory (or gives `None`).
+pub async fn run<S: RowStore>(
+    builder: impl Fn() -> ClientBuilder<S>,
+    config: &ScaleConfig,
+    disk_bytes: impl Fn() -> Option<u64>,
+    mut progress: impl FnMut(ScaleProgress),
+) -> std::result::Result<ScaleReport, RuntimeError> {
+    let crawl = SyntheticCrawl::new(config.docs, config.seed).with_shape(config.shape);
+    let written_before = written_bytes();
+    // Load.
+    reset_peak_rss();
+    let loader = builder().observe_all(&observed_columns()).build().await?;
+    let html_bytes = std::sync::atomic::AtomicU64::new(0);
+    let loaded = std::sync::atomic::AtomicU64::new(0);
+    let pages = crawl.initial().map(|page| {
+        html_bytes.fetch_add(page.html.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok::<_, std::convert::Infallible>(page)
+    });
+    let report_loaded = std::cell::RefCell::new(&mut progress);
+    let load = load_pages(&loader, pages, config.load_concurrency, |_, _| {
+        let n = loaded.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n.is_multiple_of(500)
+            && let Ok(mut progress) = report_loaded.try_borrow_mut()
+        {
+            progress(ScaleProgress::Loaded(n));
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        LoadError::Txn(e) => RuntimeError::Txn(e),
+        other => RuntimeError::Txn(percolator_core::Error::Application(other.to_string())),
+    })?;
+    loader.shutdown().await?;
+    let load_peak = peak_rss_bytes();
+    // Run.
+    reset_peak_rss();
+    let runtime = Runtime::start(builder(), observers(None), config.runtime.clone()).await?;
+    let began = Instant::now();
+    let mut samples = Vec::new();
+    {
+        let idle = runtime.wait_idle(config.timeout);
+        tokio::pin!(idle);
+        let mut ticker = tokio::time::interval(config.sample_every);
+        // A late tick (a busy worker thread) waits a whole period again: no bursts of samples.
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await; // the first tick is immediate
+        loop {
+            tokio::select! {
+                done = &mut idle => { done?; break; }
+                _ = ticker.tick() => {
+                    let sample = ScaleSample {
+                        seconds: began.elapsed().as_secs_f64(),
+                        processed: runtime.stats().notifications_processed,
+                    };
+                    samples.push(sample);
+                    progress(ScaleProgress::Running(sample));
+                }
+            }
+        }
+    }
+    let run_seconds = began.elapsed().as_secs_f64();
+    let processed = runtime.stats().notifications_processed;
+    samples.push(ScaleSample {
+        seconds: run_seconds,
+        processed,
+    });
+    let run_peak = peak_rss_bytes();
+    let written = written_bytes()
+        .zip(written_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let disk = disk_bytes();
+    let stored = stored_cells(runtime.client().store().as_ref()).await?;
+    // Check.
+    progress(ScaleProgress::Checking);
+    reset_peak_rss();
+    let report = check(runtime.client()).await?;
+    let check_peak = peak_rss_bytes();
+    let backend = runtime.client().store().name().to_owned();
+    runtime.shutdown().await?;
+    let quarters = quarter_rates(&samples, run_seconds);
+    let html_bytes = html_bytes.into_inner();
+    Ok(ScaleReport {
+        backend,
+        docs: config.docs,
+        shape: format!("{:?}", config.shape).to_lowercase(),
+        html_bytes,
+        load_seconds: load.elapsed.as_secs_f64(),
+        load_pages_per_sec: load.loaded as f64 / load.elapsed.as_secs_f64().max(1e-9),
+        run_seconds,
+        run_pages_per_sec: config.docs as f64 / run_seconds.max(1e-9),
+        notifications_processed: processed,
+        quarters,
+        last_over_first: if quarters[0] > 0.0 {
+            quarters[3] / quarters[0]
+        } else {
+            0.0
+        },
+        samples,
+        peak_rss_bytes: [load_peak, run_peak, check_peak],
+        written_bytes: written,
+        disk_bytes: disk,
+        disk_per_html: disk.map(|d| d as f64 / html_bytes.max(1) as f64),
+        stored,
+        summary: report.summary,
+        violations: report.violations,
+    })
+}
+
+impl ScaleReport {
+    /// A two-column markdown table of the figures.
+    pub fn table(&self) -> String {
+        let mb = |b: Option<u64>| {
+            b.map_or_else(|| "-".to_owned(), |b| format!("{:.0} MB", b as f64 / 1e6))
+        };
+        let rows = [
+            ("backend", self.backend.clone()),
+            ("pages", format!("{} ({})", self.docs, self.shape)),
+            ("HTML", mb(Some(self.html_bytes))),
+            (
+                "load",
+                format!(
+                    "{:.1} s, {:.0} pages/s",
+                    self.load_seconds, self.load_pages_per_sec
+                ),
+            ),
+            (
+                "run",
+                format!(
+                    "{:.1} s, {:.0} pages/s, {} observer txns",
+                    self.run_seconds, self.run_pages_per_sec, self.notifications_processed
+                ),
+            ),
+            (
+                "notifications/s per quarter",
+                self.quarters
+                    .iter()
+                    .map(|q| format!("{q:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+            ),
+            (
+                "last ÷ first quarter",
+                format!("{:.2}", self.last_over_first),
+            ),
+            (
+                "peak RSS: load / run / check",
+                self.peak_rss_bytes
+                    .iter()
+                    .map(|b| mb(*b))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+            ),
+            ("written to disk", mb(self.written_bytes)),
+            (
+                "stored cells (all versions)",
+                format!("{}, {}", self.stored.cells, mb(Some(self.stored.bytes))),
+            ),
+            ("on disk", mb(self.disk_bytes)),
+            (
+                "disk ÷ HTML",
+                self.disk_per_html
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.1}×")),
+            ),
+            ("invariant violations", self.violations.len().to_string()),
+        ];
+        let mut out = String::from("| scale run | value |\n|---|---:|\n");
+        for (k, v) in rows {
+            out.push_str(&format!("| {k} | {v} |\n"));
+        }
+        out.push_str("\n| table | family | cells | MB |\n|---|---|---:|---:|\n");
+        for f in &self.stored.by_family {
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.1} |\n",
+                f.table,
+                f.family,
+                f.cells,
+                f.bytes as f64 / 1e6
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quarters_interpolate_between_samples() {
+        let samples = [
+            ScaleSample {
+                seconds: 1.0,
+                processed: 100,
+            },
+            ScaleSample {
+                seconds: 2.0,
+                processed: 200,
+            },
+            ScaleSample {
+                seconds: 4.0,
+                processed: 250,
+            },
+        ];
+        let q = quarter_rates(&samples, 4.0);
+        assert_eq!(q, [100.0, 100.0, 25.0, 25.0]);
+        assert_eq!(quarter_rates(&[], 0.0), [0.0; 4]);
+    }
+
+    #[test]
+    fn proc_readings_exist_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+            assert!(written_bytes().is_some());
+        }
+    }
+}
