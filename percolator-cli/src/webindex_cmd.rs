@@ -217,34 +217,38 @@ pub async fn run<S: RowStore>(
             let client = loader(&store, &oracle).await?;
             let mut total = LoadReport::default();
             let began = Instant::now();
-            let mut batches: Vec<(&str, Vec<CrawledPage>)> = Vec::new();
             if let Some(docs) = args.synthetic {
                 let crawl = SyntheticCrawl::new(docs, args.seed).with_shape(if args.realistic {
                     webindex::synthetic::Shape::Realistic
                 } else {
                     webindex::synthetic::Shape::Demo
                 });
-                batches.push((
-                    "synthetic",
-                    if args.generation == 0 {
-                        crawl.initial().collect()
-                    } else {
-                        crawl.recrawl(args.generation, args.fraction)
-                    },
-                ));
+                let report = if args.generation == 0 {
+                    let pages = crawl.initial().map(Ok::<_, std::convert::Infallible>);
+                    load(
+                        &client,
+                        pages,
+                        Some(docs as u64),
+                        "synthetic",
+                        args.concurrency,
+                    )
+                    .await?
+                } else {
+                    let pages = crawl.recrawl(args.generation, args.fraction);
+                    let len = Some(pages.len() as u64);
+                    let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
+                    load(&client, pages, len, "synthetic", args.concurrency).await?
+                };
+                add(&mut total, report);
             }
             if let Some(dir) = &args.dir {
-                batches.push((
-                    "html files",
-                    sources::html_files(dir, args.base_url.as_deref())?,
-                ));
-            }
-            for (what, pages) in batches {
+                // Streamed: one file read at a time.
+                let pages = sources::html_files(dir, args.base_url.as_deref())
+                    .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
                 let len = Some(pages.len() as u64);
-                let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
                 add(
                     &mut total,
-                    load(&client, pages, len, what, args.concurrency).await?,
+                    load(&client, pages, len, "html files", args.concurrency).await?,
                 );
             }
             for path in &args.warc {

@@ -45,7 +45,9 @@ pub fn truncate_page(html: Bytes) -> Bytes {
     html.slice(..cut)
 }
 
-/// Every `*.html` / `*.htm` file under `dir` (recursive, sorted by path).
+/// Every `*.html` / `*.htm` file under `dir` (recursive, sorted by path), read one at a time
+/// as the iterator is advanced: the walk keeps only the paths, so memory does not grow with the
+/// size of the tree's contents.
 ///
 /// The extension match is case-insensitive. Symbolic links to files are
 /// followed; symbolic links to directories are not (so link cycles cannot loop).
@@ -60,25 +62,62 @@ pub fn truncate_page(html: Bytes) -> Bytes {
 /// Every page is cut with [`truncate_page`].
 ///
 /// # Errors
-/// Any I/O error while walking or reading the tree, and
+/// Any I/O error while walking the tree (naming the directory), and
 /// [`io::ErrorKind::InvalidInput`] when `base_url` is not an absolute URL that
-/// can have a path (e.g. `mailto:x`).
-pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<Vec<CrawledPage>> {
+/// can have a path (e.g. `mailto:x`). A file that cannot be read is an error
+/// item of the iterator, naming the file.
+pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<HtmlFiles> {
     let base = base_url.map(parse_base).transpose()?;
     let mut files = Vec::new();
     collect_html_files(dir, &mut files)?;
     files.sort();
+    Ok(HtmlFiles {
+        base,
+        dir: dir.to_path_buf(),
+        files: files.into_iter(),
+    })
+}
 
-    let mut pages = Vec::with_capacity(files.len());
-    for path in files {
-        let url = match &base {
-            Some(base) => url_under_base(base, dir, &path)?,
-            None => file_url(&path)?,
+/// The pages of a directory tree, read lazily (see [`html_files`]).
+#[derive(Debug)]
+pub struct HtmlFiles {
+    base: Option<Url>,
+    dir: PathBuf,
+    files: std::vec::IntoIter<PathBuf>,
+}
+
+impl HtmlFiles {
+    fn read(&self, path: &Path) -> io::Result<CrawledPage> {
+        let url = match &self.base {
+            Some(base) => url_under_base(base, &self.dir, path)?,
+            None => file_url(path)?,
         };
-        let html = truncate_page(Bytes::from(fs::read(&path)?));
-        pages.push(CrawledPage { url, html });
+        let html = fs::read(path).map_err(|e| with_path(path, e))?;
+        Ok(CrawledPage {
+            url,
+            html: truncate_page(Bytes::from(html)),
+        })
     }
-    Ok(pages)
+}
+
+impl Iterator for HtmlFiles {
+    type Item = io::Result<CrawledPage>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let path = self.files.next()?;
+        Some(self.read(&path))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.files.size_hint()
+    }
+}
+
+impl ExactSizeIterator for HtmlFiles {}
+
+/// `e` with `path` in its message (the OS's own message names no file).
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 fn invalid_input(msg: String) -> io::Error {
@@ -105,10 +144,10 @@ fn collect_html_files(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     // Explicit stack instead of recursion: deep trees cannot overflow it.
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        for entry in fs::read_dir(&dir)? {
-            let entry = entry?;
+        for entry in fs::read_dir(&dir).map_err(|e| with_path(&dir, e))? {
+            let entry = entry.map_err(|e| with_path(&dir, e))?;
             let path = entry.path();
-            let file_type = entry.file_type()?;
+            let file_type = entry.file_type().map_err(|e| with_path(&path, e))?;
             if file_type.is_dir() {
                 pending.push(path);
             } else if is_html_file(&path)
@@ -146,7 +185,7 @@ fn url_under_base(base: &Url, dir: &Path, path: &Path) -> io::Result<String> {
 }
 
 fn file_url(path: &Path) -> io::Result<String> {
-    let canonical = fs::canonicalize(path)?;
+    let canonical = fs::canonicalize(path).map_err(|e| with_path(path, e))?;
     Ok(match Url::from_file_path(&canonical) {
         Ok(url) => url.into(),
         Err(()) => format!("file://{}", canonical.display()),
@@ -181,7 +220,10 @@ mod tests {
     #[test]
     fn html_files_with_base_url() {
         let dir = sample_tree();
-        let pages = html_files(dir.path(), Some("http://example.org/")).unwrap();
+        let pages: Vec<CrawledPage> = html_files(dir.path(), Some("http://example.org/"))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         let urls: Vec<&str> = pages.iter().map(|p| p.url.as_str()).collect();
         assert_eq!(
             urls,
@@ -200,14 +242,20 @@ mod tests {
     #[test]
     fn base_url_without_trailing_slash_is_a_directory() {
         let dir = sample_tree();
-        let pages = html_files(dir.path(), Some("http://example.org/site")).unwrap();
+        let pages: Vec<CrawledPage> = html_files(dir.path(), Some("http://example.org/site"))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(pages[0].url, "http://example.org/site/a/UPPER.HTML");
     }
 
     #[test]
     fn html_files_without_base_url_use_canonical_file_urls() {
         let dir = sample_tree();
-        let pages = html_files(dir.path(), None).unwrap();
+        let pages: Vec<CrawledPage> = html_files(dir.path(), None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(pages.len(), 5);
         let canonical = fs::canonicalize(dir.path()).unwrap();
         let expected = format!("file://{}/b/deep/page.htm", canonical.display());
@@ -232,7 +280,8 @@ mod tests {
     #[test]
     fn missing_dir_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(html_files(&dir.path().join("nope"), None).is_err());
+        let err = html_files(&dir.path().join("nope"), None).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
     }
 
     #[test]
@@ -242,7 +291,10 @@ mod tests {
             &dir.path().join("big.html"),
             &"x".repeat(MAX_PAGE_BYTES + 10),
         );
-        let pages = html_files(dir.path(), None).unwrap();
+        let pages: Vec<CrawledPage> = html_files(dir.path(), None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(pages[0].html.len(), MAX_PAGE_BYTES);
     }
 
@@ -266,5 +318,24 @@ mod tests {
         let junk = Bytes::from(vec![0x80; MAX_PAGE_BYTES + 1]);
         let cut = truncate_page(junk);
         assert!(!cut.is_empty() && cut.len() <= MAX_PAGE_BYTES);
+    }
+
+    #[test]
+    fn files_are_read_one_at_a_time_and_errors_name_the_file() {
+        let dir = sample_tree();
+        let mut pages = html_files(dir.path(), None).unwrap();
+        let total = pages.len();
+        assert!(total >= 2);
+        let first = pages.next().unwrap().unwrap();
+        // Files not yet reached are not read: one removed now is an error item naming it.
+        let second = pages.files.as_slice()[0].clone();
+        std::fs::remove_file(&second).unwrap();
+        let err = pages.next().unwrap().unwrap_err();
+        assert!(
+            err.to_string().contains(&*second.to_string_lossy()),
+            "{err}"
+        );
+        assert_eq!(pages.len(), total - 2);
+        assert!(first.url.starts_with("file://"));
     }
 }
