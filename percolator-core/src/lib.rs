@@ -71,5 +71,5 @@ pub use store::{
 };
 pub use txn::{
     ClearOutcome, Client, ClientBuilder, CommitInfo, NotificationKind, NotifyRow, NotifyVersion,
-    ObservedColumn, ScanItem, Settled, Transaction, TxnConfig, TxnStatus, Versioned,
+    ObservedColumn, ScanItem, ScanPage, Settled, Transaction, TxnConfig, TxnStatus, Versioned,
 };

@@ -9,8 +9,15 @@
 //! 4. the index holds, for each cluster, exactly the terms of its canonical document.
 //!
 //! Also counts what is in the index ([`IndexSummary`]).
+//!
+//! Memory stays bounded by the number of documents and clusters, not by the bytes stored: the
+//! documents (raw HTML included) and the term index are read a page at a time
+//! ([`Transaction::scan_page`]), and invariant 4 compares, per canonical, the number and a
+//! 64-bit fingerprint (a wrapping sum of xxh3 hashes) of its terms with those of its postings
+//! instead of holding both sets.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
@@ -52,8 +59,34 @@ async fn all<S: RowStore>(txn: &Transaction<S>, table: &[u8]) -> Result<Vec<Scan
     txn.scan::<Bytes>(table, .., Columns::All).await
 }
 
-/// A document's `hash`, `cluster` and `terms` cells.
-type DocCells = (Option<Bytes>, Option<Bytes>, Option<Bytes>);
+/// A document's `hash` and `cluster` cells, and its terms' [`TermPrint`].
+type DocCells = (Option<Bytes>, Option<Bytes>, Option<TermPrint>);
+
+/// Rows per page of the paged scans.
+const PAGE_ROWS: usize = 64;
+
+/// How many terms, and a fingerprint of which: equal sets give equal prints, and different
+/// sets collide with probability about 2⁻⁶⁴.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct TermPrint {
+    count: usize,
+    sum: u64,
+}
+
+impl TermPrint {
+    fn add(&mut self, term: &[u8]) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(xxhash_rust::xxh3::xxh3_64(term));
+    }
+
+    fn of_terms(terms: &[u8]) -> Self {
+        let mut print = Self::default();
+        for term in terms.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
+            print.add(term);
+        }
+        print
+    }
+}
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -66,14 +99,30 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     let mut summary = IndexSummary::default();
 
     let mut docs: BTreeMap<Bytes, DocCells> = BTreeMap::new();
-    for item in all(&txn, DOCUMENTS).await? {
-        let entry = docs.entry(item.row.clone()).or_default();
-        match item.column.as_ref() {
-            c if c == RAW => summary.documents += 1,
-            c if c == HASH => entry.0 = Some(item.value),
-            c if c == CLUSTER => entry.1 = Some(item.value),
-            c if c == TERMS => entry.2 = Some(item.value),
-            _ => {}
+    let wanted = Columns::Only(vec![
+        Bytes::from_static(RAW),
+        Bytes::from_static(HASH),
+        Bytes::from_static(CLUSTER),
+        Bytes::from_static(TERMS),
+    ]);
+    let mut start = Bound::Unbounded;
+    loop {
+        let page = txn
+            .scan_page(DOCUMENTS, start, wanted.clone(), PAGE_ROWS)
+            .await?;
+        for item in page.items {
+            let entry = docs.entry(item.row.clone()).or_default();
+            match item.column.as_ref() {
+                c if c == RAW => summary.documents += 1,
+                c if c == HASH => entry.0 = Some(item.value),
+                c if c == CLUSTER => entry.1 = Some(item.value),
+                c if c == TERMS => entry.2 = Some(TermPrint::of_terms(&item.value)),
+                _ => {}
+            }
+        }
+        match page.next {
+            Some(next) => start = next,
+            None => break,
         }
     }
     // hash -> members
@@ -200,28 +249,43 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         }
     }
 
-    // 4. the index
-    let mut expected_postings: BTreeSet<(Bytes, Bytes)> = BTreeSet::new();
-    for (hash, canonical) in &canonicals {
-        let terms = docs
-            .get(canonical)
-            .and_then(|d| d.2.as_ref())
-            .map(|t| split_terms(t))
-            .unwrap_or_default();
-        for term in terms {
-            expected_postings.insert((Bytes::from(term), index_column(canonical, hash)));
+    // 4. the index, a page at a time: per index column (canonical URL, cluster), how many
+    // postings and which terms.
+    let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
+    let mut start = Bound::Unbounded;
+    let mut last_term: Option<Bytes> = None;
+    loop {
+        let page = txn.scan_page(INDEX, start, Columns::All, PAGE_ROWS).await?;
+        for item in page.items {
+            if last_term.as_ref() != Some(&item.row) {
+                summary.terms += 1;
+                last_term = Some(item.row.clone());
+            }
+            summary.postings += 1;
+            found.entry(item.column).or_default().add(&item.row);
+        }
+        match page.next {
+            Some(next) => start = next,
+            None => break,
         }
     }
-    let mut found_postings = BTreeSet::new();
-    let mut terms = BTreeSet::new();
-    for item in all(&txn, INDEX).await? {
-        terms.insert(item.row.clone());
-        found_postings.insert((item.row, item.column));
+    let (mut missing, mut stray) = (0usize, 0usize);
+    for (hash, canonical) in &canonicals {
+        let expected = docs.get(canonical).and_then(|d| d.2).unwrap_or_default();
+        let got = found
+            .remove(&index_column(canonical, hash))
+            .unwrap_or_default();
+        if got.count < expected.count {
+            missing += expected.count - got.count;
+        } else if got.count > expected.count {
+            stray += got.count - expected.count;
+        } else if got.sum != expected.sum {
+            // As many postings as terms, but not the same ones.
+            missing += 1;
+            stray += 1;
+        }
     }
-    summary.terms = terms.len();
-    summary.postings = found_postings.len();
-    let missing = expected_postings.difference(&found_postings).count();
-    let stray = found_postings.difference(&expected_postings).count();
+    stray += found.values().map(|p| p.count).sum::<usize>();
     if missing > 0 {
         violations.push(format!(
             "{missing} index entries missing for canonical documents' terms"

@@ -168,6 +168,7 @@ macro_rules! conformance_tests {
             txn_snapshot_isolation => txn_cases::snapshot_isolation,
             txn_write_write_conflict => txn_cases::write_write_conflict,
             txn_snapshot_scan => txn_cases::snapshot_scan,
+            txn_scan_pages_cover_the_scan => txn_cases::scan_pages_cover_the_scan,
             txn_scan_sees_past_rollback_records => txn_cases::scan_sees_past_rollback_records,
             txn_run_reruns_whole_closure => txn_cases::run_reruns_whole_closure,
             txn_bad_input_writes_nothing => txn_cases::bad_input_writes_nothing,

@@ -42,4 +42,4 @@ pub use fault::{CommitHook, CommitStep, HookAction};
 pub use metrics::{TxnMetrics, TxnMetricsSnapshot};
 pub use notify::{ClearOutcome, NotificationKind, NotifyRow, NotifyVersion, ObservedColumn};
 pub use resolve::{Settled, TxnStatus};
-pub use transaction::{CommitInfo, ScanItem, Transaction, Versioned};
+pub use transaction::{CommitInfo, ScanItem, ScanPage, Transaction, Versioned};

@@ -57,6 +57,15 @@ pub struct ScanItem {
     pub value: Bytes,
 }
 
+/// One page of [`Transaction::scan_page`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPage {
+    /// The visible cells of the page's rows, ordered by row then column.
+    pub items: Vec<ScanItem>,
+    /// Where the next page starts (`None`: this was the last).
+    pub next: Option<Bound<Bytes>>,
+}
+
 /// A snapshot-isolation transaction. Reads see the snapshot at [`Transaction::start_ts`] plus
 /// this transaction's own writes; writes are buffered until [`Transaction::commit`].
 pub struct Transaction<S: RowStore> {
@@ -330,6 +339,51 @@ impl<S: RowStore> Transaction<S> {
             .filter(|((_, column), _)| !(all && is_reserved_column(column)))
             .map(|((row, column), value)| ScanItem { row, column, value })
             .collect())
+    }
+
+    /// At most about `row_limit` rows of [`Self::scan`] from `start` on: memory bounded by the
+    /// page, not the table. The page ends at the `row_limit`-th row with committed history (at
+    /// or below the snapshot), so a page may hold fewer rows with visible cells; continue from
+    /// [`ScanPage::next`] until it is `None`. Every page reads the same snapshot.
+    pub async fn scan_page(
+        &self,
+        table: impl AsRef<[u8]>,
+        start: Bound<Bytes>,
+        columns: Columns,
+        row_limit: usize,
+    ) -> Result<ScanPage> {
+        check_user_table(table.as_ref())?;
+        let table = bytes_of(table);
+        let limit = row_limit.max(1);
+        let rows = self
+            .client
+            .inner
+            .store
+            .scan(store::Scan {
+                snapshot_ts: Some(self.start_ts),
+                table: table.clone(),
+                start: start.clone(),
+                end: Bound::Unbounded,
+                read: store::FamilyRead::all(store::Family::Write)
+                    .columns(columns.clone())
+                    .ts(store::TsRange::up_to(self.start_ts))
+                    .max_versions(1),
+                row_limit: Some(limit),
+            })
+            .await?;
+        let end = match rows.last() {
+            Some(last) if rows.len() >= limit => Some(last.row.clone()),
+            _ => None,
+        };
+        let items = match &end {
+            Some(end) => self.scan(&table, (start, Bound::Included(end.clone())), columns),
+            None => self.scan(&table, (start, Bound::Unbounded), columns),
+        }
+        .await?;
+        Ok(ScanPage {
+            items,
+            next: end.map(Bound::Excluded),
+        })
     }
 
     /// Commits the buffered writes (two-phase, see the `commit` module). A transaction without
