@@ -49,7 +49,7 @@ impl Default for ScaleConfig {
             seed: 18,
             load_concurrency: 8,
             runtime: RuntimeConfig::default(),
-            sample_every: Duration::from_secs(1),
+            sample_every: Duration::from_millis(200),
             timeout: Duration::from_secs(6 * 3600),
         }
     }
