@@ -705,9 +705,8 @@ async fn scale<S: RowStore>(
         || disk_bytes(store.name(), db),
         |event| match event {
             ScaleProgress::Loaded(n) => progress.set_position(n),
-            ScaleProgress::Running(sample) => {
-                progress.set_message(format!("run: {:.0} s", sample.seconds));
-                progress.set_position(sample.processed.min(args.docs as u64));
+            ScaleProgress::Running(seconds, processed) => {
+                progress.set_message(format!("run: {seconds:.0} s, {processed} observer txns"));
             }
             ScaleProgress::Checking => progress.set_message("check"),
             _ => {}

@@ -28,7 +28,7 @@ mod scanner;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use metrics::RuntimeStats;
+pub use metrics::{ObserverRuns, RuntimeStats};
 pub use observer::{Change, Observer, Observers};
 pub use parking::{ParkedChange, RetryReport, parked, retry_parked};
 pub use percolator_core::histogram::Histogram;

@@ -34,6 +34,62 @@ pub struct ObserverMetrics {
     pub(crate) latency: Histogram,
 }
 
+/// Committed runs and their total time, per observer (names fixed when the runtime starts, so
+/// counting takes no lock).
+#[derive(Debug, Default)]
+pub(crate) struct PerObserver {
+    names: Vec<String>,
+    runs: Vec<AtomicU64>,
+    micros: Vec<AtomicU64>,
+}
+
+impl PerObserver {
+    pub(crate) fn new(names: Vec<String>) -> Self {
+        let runs = names.iter().map(|_| AtomicU64::new(0)).collect();
+        let micros = names.iter().map(|_| AtomicU64::new(0)).collect();
+        Self {
+            names,
+            runs,
+            micros,
+        }
+    }
+
+    /// Counts a committed run of `name` that took `elapsed`.
+    pub(crate) fn record(&self, name: &str, elapsed: std::time::Duration) {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            bump(&self.runs[i], 1);
+            bump(
+                &self.micros[i],
+                u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            );
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<ObserverRuns> {
+        self.names
+            .iter()
+            .zip(self.runs.iter().zip(&self.micros))
+            .map(|(name, (runs, micros))| ObserverRuns {
+                name: name.clone(),
+                runs: load(runs),
+                busy_micros: load(micros),
+            })
+            .collect()
+    }
+}
+
+/// What one observer of a runtime did so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObserverRuns {
+    /// The observer's name.
+    pub name: String,
+    /// Its committed runs.
+    pub runs: u64,
+    /// Their total time, begin to commit, in microseconds (runs overlap: this is work, not
+    /// wall time).
+    pub busy_micros: u64,
+}
+
 pub(crate) fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }

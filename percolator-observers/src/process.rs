@@ -282,6 +282,7 @@ async fn run_observer<S: RowStore>(
                 if committed {
                     bump(&shared.metrics.processed, 1);
                     shared.metrics.latency.record(began.elapsed());
+                    shared.per_observer.record(name, began.elapsed());
                 } else {
                     bump(&shared.metrics.already_done, 1);
                 }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::failures::RowFailures;
-use crate::metrics::{ObserverMetrics, RuntimeStats};
+use crate::metrics::{ObserverMetrics, ObserverRuns, PerObserver, RuntimeStats};
 use crate::observer::Observers;
 use crate::row_locks::RowLocks;
 
@@ -178,6 +178,7 @@ pub(crate) struct Shared<S: RowStore> {
     pub(crate) tables: Vec<Bytes>,
     pub(crate) config: RuntimeConfig,
     pub(crate) metrics: ObserverMetrics,
+    pub(crate) per_observer: PerObserver,
     pub(crate) row_locks: Arc<RowLocks>,
     pub(crate) failures: RowFailures,
     pub(crate) permits: Arc<Semaphore>,
@@ -217,6 +218,7 @@ impl<S: RowStore> Runtime<S> {
             .await?;
         let scanners = config.scanners.max(1);
         let failures = RowFailures::new(config.failure_backoff, config.failure_backoff_max);
+        let names = observers.names();
         let shared = Arc::new(Shared {
             client,
             tables: observers.tables(),
@@ -224,6 +226,7 @@ impl<S: RowStore> Runtime<S> {
             permits: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
             config,
             metrics: ObserverMetrics::default(),
+            per_observer: PerObserver::new(names),
             row_locks: RowLocks::new(),
             failures,
             tracker: TaskTracker::new(),
@@ -257,6 +260,11 @@ impl<S: RowStore> Runtime<S> {
         self.shared
             .metrics
             .snapshot(self.shared.client.metrics(), None)
+    }
+
+    /// Committed runs and their time, per observer.
+    pub fn observer_runs(&self) -> Vec<ObserverRuns> {
+        self.shared.per_observer.snapshot()
     }
 
     /// Counters so far, with the number of pending notifications.

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use percolator_core::{ClientBuilder, RowStore};
-use percolator_observers::{Runtime, RuntimeConfig, RuntimeError};
+use percolator_observers::{ObserverRuns, Runtime, RuntimeConfig, RuntimeError};
 use serde::Serialize;
 
 use super::check::{IndexSummary, check};
@@ -56,12 +56,26 @@ impl Default for ScaleConfig {
 }
 
 /// Notifications processed by `seconds` into the run.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ScaleSample {
     /// Seconds since the run started.
     pub seconds: f64,
     /// Observer transactions committed so far.
     pub processed: u64,
+    /// Per observer, runs and their time so far.
+    pub observers: Vec<ObserverRuns>,
+}
+
+/// One observer's runs per quarter of the run, and their mean time: whether a kind of work
+/// gets dearer as the run goes on (the overall rate also moves with the mix of observers).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ObserverQuarters {
+    /// The observer.
+    pub name: String,
+    /// Committed runs in each quarter.
+    pub runs: [u64; 4],
+    /// Their mean time, begin to commit, in milliseconds (0 without runs).
+    pub mean_ms: [f64; 4],
 }
 
 /// What a scale run measured.
@@ -89,6 +103,8 @@ pub struct ScaleReport {
     pub quarters: [f64; 4],
     /// The last quarter's rate over the first's (1.0: flat).
     pub last_over_first: f64,
+    /// Per observer, runs and mean run time per quarter.
+    pub observer_quarters: Vec<ObserverQuarters>,
     /// Progress samples of the run.
     pub samples: Vec<ScaleSample>,
     /// Peak resident bytes per phase (load, run, check), where the OS reports them.
@@ -114,8 +130,8 @@ pub struct ScaleReport {
 pub enum ScaleProgress {
     /// Pages loaded so far.
     Loaded(u64),
-    /// The run's latest sample.
-    Running(ScaleSample),
+    /// Seconds into the run, and observer transactions committed so far.
+    Running(f64, u64),
     /// The check started.
     Checking,
 }
@@ -144,24 +160,20 @@ pub fn written_bytes() -> Option<u64> {
 /// samples (linearly interpolated between them).
 pub fn quarter_rates(samples: &[ScaleSample], total: f64) -> [f64; 4] {
     let at = |t: f64| -> f64 {
-        let mut before = ScaleSample {
-            seconds: 0.0,
-            processed: 0,
-        };
+        let (mut seconds, mut processed) = (0.0, 0u64);
         for s in samples {
             if s.seconds >= t {
-                let span = s.seconds - before.seconds;
+                let span = s.seconds - seconds;
                 let share = if span > 0.0 {
-                    (t - before.seconds) / span
+                    (t - seconds) / span
                 } else {
                     1.0
                 };
-                return before.processed as f64
-                    + share * (s.processed as f64 - before.processed as f64);
+                return processed as f64 + share * (s.processed as f64 - processed as f64);
             }
-            before = *s;
+            (seconds, processed) = (s.seconds, s.processed);
         }
-        before.processed as f64
+        processed as f64
     };
     let quarter = total / 4.0;
     let mut rates = [0.0; 4];
@@ -172,6 +184,53 @@ pub fn quarter_rates(samples: &[ScaleSample], total: f64) -> [f64; 4] {
         }
     }
     rates
+}
+
+/// Per observer, runs and mean run time in each quarter of a run of `total` seconds (counts
+/// taken at the first sample at or after each quarter's end).
+pub fn observer_quarters(samples: &[ScaleSample], total: f64) -> Vec<ObserverQuarters> {
+    let at = |t: f64| -> Vec<ObserverRuns> {
+        samples
+            .iter()
+            .find(|s| s.seconds >= t)
+            .or(samples.last())
+            .map(|s| s.observers.clone())
+            .unwrap_or_default()
+    };
+    let names: Vec<String> = samples
+        .last()
+        .map(|s| s.observers.iter().map(|o| o.name.clone()).collect())
+        .unwrap_or_default();
+    let bounds: Vec<Vec<ObserverRuns>> = (1..=4).map(|q| at(total * q as f64 / 4.0)).collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let mut out = ObserverQuarters {
+                name: name.clone(),
+                runs: [0; 4],
+                mean_ms: [0.0; 4],
+            };
+            let (mut runs_before, mut micros_before) = (0, 0);
+            for (q, bound) in bounds.iter().enumerate() {
+                let (runs, micros) = bound
+                    .iter()
+                    .find(|o| o.name == name)
+                    .map_or((runs_before, micros_before), |o| (o.runs, o.busy_micros));
+                let (dr, dm) = (
+                    runs.saturating_sub(runs_before),
+                    micros.saturating_sub(micros_before),
+                );
+                out.runs[q] = dr;
+                out.mean_ms[q] = if dr > 0 {
+                    dm as f64 / dr as f64 / 1e3
+                } else {
+                    0.0
+                };
+                (runs_before, micros_before) = (runs, micros);
+            }
+            out
+        })
+        .collect()
 }
 
 /// Runs the scale experiment on an empty store. `builder` makes the clients (the loader's and
@@ -228,9 +287,10 @@ pub async fn run<S: RowStore>(
                     let sample = ScaleSample {
                         seconds: began.elapsed().as_secs_f64(),
                         processed: runtime.stats().notifications_processed,
+                        observers: runtime.observer_runs(),
                     };
+                    progress(ScaleProgress::Running(sample.seconds, sample.processed));
                     samples.push(sample);
-                    progress(ScaleProgress::Running(sample));
                 }
             }
         }
@@ -240,6 +300,7 @@ pub async fn run<S: RowStore>(
     samples.push(ScaleSample {
         seconds: run_seconds,
         processed,
+        observers: runtime.observer_runs(),
     });
     let run_peak = peak_rss_bytes();
     let written = written_bytes()
@@ -255,6 +316,7 @@ pub async fn run<S: RowStore>(
     let backend = runtime.client().store().name().to_owned();
     runtime.shutdown().await?;
     let quarters = quarter_rates(&samples, run_seconds);
+    let observer_quarters = observer_quarters(&samples, run_seconds);
     let html_bytes = html_bytes.into_inner();
     Ok(ScaleReport {
         backend,
@@ -272,6 +334,7 @@ pub async fn run<S: RowStore>(
         } else {
             0.0
         },
+        observer_quarters,
         samples,
         peak_rss_bytes: [load_peak, run_peak, check_peak],
         written_bytes: written,
@@ -344,6 +407,19 @@ impl ScaleReport {
         for (k, v) in rows {
             out.push_str(&format!("| {k} | {v} |\n"));
         }
+        out.push_str(
+            "\n| observer | runs per quarter | mean run ms per quarter |\n|---|---|---|\n",
+        );
+        for o in &self.observer_quarters {
+            let runs: Vec<String> = o.runs.iter().map(u64::to_string).collect();
+            let ms: Vec<String> = o.mean_ms.iter().map(|m| format!("{m:.1}")).collect();
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                o.name,
+                runs.join(" / "),
+                ms.join(" / ")
+            ));
+        }
         out.push_str("\n| table | family | cells | MB |\n|---|---|---:|---:|\n");
         for f in &self.stored.by_family {
             out.push_str(&format!(
@@ -362,25 +438,27 @@ impl ScaleReport {
 mod tests {
     use super::*;
 
+    fn sample(seconds: f64, processed: u64) -> ScaleSample {
+        ScaleSample {
+            seconds,
+            processed,
+            observers: vec![ObserverRuns {
+                name: "o".into(),
+                runs: processed,
+                busy_micros: processed * 1000,
+            }],
+        }
+    }
+
     #[test]
     fn quarters_interpolate_between_samples() {
-        let samples = [
-            ScaleSample {
-                seconds: 1.0,
-                processed: 100,
-            },
-            ScaleSample {
-                seconds: 2.0,
-                processed: 200,
-            },
-            ScaleSample {
-                seconds: 4.0,
-                processed: 250,
-            },
-        ];
+        let samples = [sample(1.0, 100), sample(2.0, 200), sample(4.0, 250)];
         let q = quarter_rates(&samples, 4.0);
         assert_eq!(q, [100.0, 100.0, 25.0, 25.0]);
         assert_eq!(quarter_rates(&[], 0.0), [0.0; 4]);
+        let per = observer_quarters(&samples, 4.0);
+        assert_eq!(per[0].runs, [100, 100, 50, 0]);
+        assert_eq!(per[0].mean_ms, [1.0, 1.0, 1.0, 0.0]);
     }
 
     #[test]
