@@ -55,6 +55,14 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             if let crate::Command::Compact(args) = &cli.command {
                 return crate::compact_cmd::run_sled(&cli.db, args);
             }
+            if cli.command.reads_only() && !cli.db.exists() {
+                return Err(format!(
+                    "no database at {} (`percolator --db {} webindex load …` creates one)",
+                    cli.db.display(),
+                    cli.db.display()
+                )
+                .into());
+            }
             let store = open_sled(&cli.db).await?;
             dispatch(Arc::new(store), None, cli).await
         }
@@ -108,7 +116,16 @@ async fn open_sled(path: &std::path::Path) -> Result<percolator_backend_sled::Sl
             {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            Err(e) => return Err(format!("cannot open {}: {e}", path.display()).into()),
+            Err(e) => {
+                // The causes, not only "sled: open": read-only, not a directory, locked, ...
+                let mut message = format!("cannot open {}: {e}", path.display());
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    message.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                return Err(message.into());
+            }
         }
     }
 }

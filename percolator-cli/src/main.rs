@@ -105,6 +105,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, not in logs and pipes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -122,6 +124,24 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command only reads an existing database (and so must not create one at a
+    /// mistyped path).
+    fn reads_only(&self) -> bool {
+        match self {
+            Command::Webindex { command } => matches!(
+                command,
+                webindex_cmd::WebindexCommand::Stats | webindex_cmd::WebindexCommand::Query { .. }
+            ),
+            Command::Scan(_) | Command::Status => true,
+            Command::Observers { command } => {
+                matches!(command, observers_cmd::ObserversCommand::List)
+            }
+            _ => false,
         }
     }
 }

@@ -277,3 +277,52 @@ fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     assert!(!ok && bad.contains("no-such-db"), "{bad}");
     assert!(!missing.exists(), "compact created nothing");
 }
+
+/// The rough edges a new user hits first: a mistyped path for a read-only command, a load with
+/// no source, a path that is a file, and stats while work is pending — each a clear answer, and
+/// nothing created by accident.
+#[test]
+fn mistakes_get_clear_answers_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mistyped");
+    for args in [
+        &["webindex", "stats"][..],
+        &["webindex", "query", "x"],
+        &["status"],
+    ] {
+        let (ok, out) = percolator(&missing, args);
+        assert!(
+            !ok && out.contains("no database at") && out.contains("mistyped"),
+            "{args:?}: {out}"
+        );
+    }
+    assert!(
+        !missing.exists(),
+        "a read-only command created the database"
+    );
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["webindex", "load"]);
+    assert!(!ok && out.contains("nothing to load"), "{out}");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (ok, out) = percolator(&file, &["webindex", "load", "--synthetic", "3"]);
+    assert!(!ok && out.contains("Not a directory"), "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--synthetic", "20"]);
+    assert!(ok, "{out}");
+    let stats = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["webindex", "stats"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&stats.stdout);
+    assert_eq!(stats.status.code(), Some(2), "{out}");
+    assert!(out.contains("20 notification(s) pending"), "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("| pending notifications") && l.trim_end().ends_with("0 |")),
+        "{out}"
+    );
+}
