@@ -28,6 +28,9 @@ pub struct ScanArgs {
     /// Rows to show.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// Show rows, columns and values whole instead of cut to a table-friendly width.
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -49,7 +52,13 @@ impl FamilyArg {
     }
 }
 
-fn describe(family: Family, value: &Bytes) -> String {
+/// `max`, or no limit with `--full`.
+fn width(full: bool, max: usize) -> usize {
+    if full { usize::MAX } else { max }
+}
+
+fn describe(family: Family, value: &Bytes, full: bool) -> String {
+    let show = |bytes: &[u8], max: usize| show(bytes, width(full, max));
     match family {
         Family::Lock => LockRecord::decode(value).map_or_else(
             |e| format!("<{e}>"),
@@ -93,6 +102,23 @@ fn describe(family: Family, value: &Bytes) -> String {
 
 /// Prints raw cells.
 pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCode, CliError> {
+    let tables = store.tables().await?;
+    if !tables.iter().any(|t| t.as_ref() == args.table.as_bytes()) {
+        let names: Vec<String> = tables
+            .iter()
+            .map(|t| String::from_utf8_lossy(t).into_owned())
+            .collect();
+        return Err(format!(
+            "no table {:?} in this store; its tables: {}",
+            args.table,
+            if names.is_empty() {
+                "none (the store is empty)".to_owned()
+            } else {
+                names.join(", ")
+            }
+        )
+        .into());
+    }
     let families: Vec<Family> = match args.family {
         Some(f) => vec![f.family()],
         None => Family::ALL.to_vec(),
@@ -101,32 +127,85 @@ pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCod
         Some(s) => Bound::Included(Bytes::from(s.clone())),
         None => Bound::Unbounded,
     };
+    let full = args.full;
     println!("| family | row | column | ts | value |\n|---|---|---|---:|---|");
     for family in families {
+        // Short values ride inline in their write record: `--family data` shows them too.
+        let read = if family == Family::Data && args.family.is_some() {
+            Family::Write
+        } else {
+            family
+        };
         let rows = store
             .scan(Scan {
                 snapshot_ts: None,
                 table: Bytes::from(args.table.clone()),
                 start: start.clone(),
                 end: Bound::Unbounded,
-                read: FamilyRead::all(family),
+                read: FamilyRead::all(read),
                 row_limit: Some(args.limit),
             })
             .await?;
+        let data_rows = if read == family {
+            Vec::new()
+        } else {
+            store
+                .scan(Scan {
+                    snapshot_ts: None,
+                    table: Bytes::from(args.table.clone()),
+                    start: start.clone(),
+                    end: Bound::Unbounded,
+                    read: FamilyRead::all(Family::Data),
+                    row_limit: Some(args.limit),
+                })
+                .await?
+        };
+        for row in &data_rows {
+            for cell in &row.cells {
+                print_cell(
+                    family,
+                    &row.row,
+                    &cell.column,
+                    cell.ts,
+                    &describe(family, &cell.value, full),
+                    full,
+                );
+            }
+        }
         for row in rows {
             for cell in row.cells {
-                println!(
-                    "| {} | {} | {} | {} | {} |",
-                    family.name(),
-                    show(&row.row, 50),
-                    show(&cell.column, 30),
-                    cell.ts,
-                    describe(family, &cell.value)
-                );
+                if read == family {
+                    let value = describe(family, &cell.value, full);
+                    print_cell(family, &row.row, &cell.column, cell.ts, &value, full);
+                } else if let Ok((record, Some(inline))) =
+                    WriteRecord::decode_with_value(&cell.value)
+                {
+                    let value = format!(
+                        "{} (inline in the write record)",
+                        show(&inline, width(full, 60))
+                    );
+                    print_cell(
+                        family,
+                        &row.row,
+                        &cell.column,
+                        record.start_ts,
+                        &value,
+                        full,
+                    );
+                }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_cell(family: Family, row: &[u8], column: &[u8], ts: u64, value: &str, full: bool) {
+    println!(
+        "| {} | {} | {} | {ts} | {value} |",
+        family.name(),
+        show(row, width(full, 50)),
+        show(column, width(full, 30)),
+    );
 }
 
 /// Prints pending notifications and locks of the web index's tables, and registered workers.

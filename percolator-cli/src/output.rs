@@ -52,9 +52,11 @@ pub fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Escapes bytes for display, cut to `max` characters.
+/// Escapes bytes for display (non-ASCII as `\xNN`, `|` as `\|` for tables), cut to `max`
+/// characters.
 pub fn show(bytes: &[u8], max: usize) -> String {
-    let s: String = bytes.escape_ascii().to_string();
+    // `|` would end a table cell.
+    let s: String = bytes.escape_ascii().to_string().replace('|', "\\|");
     if s.chars().count() > max {
         let cut: String = s.chars().take(max).collect();
         format!("{cut}…")

@@ -326,3 +326,43 @@ fn mistakes_get_clear_answers_and_create_nothing() {
         "{out}"
     );
 }
+
+/// `scan`: an unknown table is an error naming the tables there are; `--family data` also shows
+/// values stored inline in write records; `--full` shows values whole.
+#[test]
+fn scan_names_tables_shows_inline_values_and_whole_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["bank", "--transfers", "20", "--workers", "2"]);
+    assert!(ok, "{out}");
+    let (ok, out) = percolator(&db, &["scan", "no-such-table"]);
+    assert!(
+        !ok && out.contains("no table \"no-such-table\"") && out.contains("bank"),
+        "{out}"
+    );
+    // A one-row load of a short page commits in one phase, its value inline.
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::write(pages.join("tiny.html"), "<p>a|b</p>").unwrap();
+    let (ok, out) = percolator(&db, &["webindex", "load", "--dir", pages.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let (ok, out) = percolator(&db, &["scan", "documents", "--family", "data"]);
+    assert!(ok && out.contains("(inline in the write record)"), "{out}");
+    assert!(out.contains("a\\|b"), "a | in a value is escaped: {out}");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--synthetic", "3"]);
+    assert!(ok, "{out}");
+    let args = [
+        "scan",
+        "documents",
+        "--family",
+        "data",
+        "--start",
+        "http://site0",
+        "--limit",
+        "1",
+    ];
+    let (ok, cut) = percolator(&db, &args);
+    assert!(ok && cut.contains('…') && !cut.contains("</html>"), "{cut}");
+    let (ok, whole) = percolator(&db, &[&args[..], &["--full"]].concat());
+    assert!(ok && whole.contains("</html>"), "{whole}");
+}
