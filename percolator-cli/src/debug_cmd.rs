@@ -7,7 +7,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use percolator_core::records::{LockRecord, NotifyRecord, WriteRecord};
-use percolator_core::tables::WORKERS_TABLE;
 use percolator_core::{Family, FamilyRead, RowStore, Scan, TimestampOracle};
 use percolator_webindex as webindex;
 
@@ -221,24 +220,30 @@ pub async fn status<S: RowStore>(
         let locks = client.locks(t).await?.len();
         rows.push((name, format!("{pending} pending, {locks} locks")));
     }
-    let workers = store
-        .scan(Scan {
-            snapshot_ts: None,
-            table: Bytes::from_static(WORKERS_TABLE),
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-            read: FamilyRead::all(Family::Data),
-            row_limit: None,
-        })
-        .await?
-        .len();
+    // Lease expiry is judged against oracle time, as GC judges it.
+    let now_ms = percolator_core::oracle::time::physical_ms(client.begin().await?.start_ts());
+    let leases = percolator_core::liveness::StoreLiveness::new(Arc::clone(&store))
+        .leases()
+        .await?;
+    let live = leases.iter().filter(|l| l.until_ms >= now_ms).count();
+    let dead = leases.len() - live;
     client.shutdown().await?;
     let parked = percolator_observers::parked(store.as_ref()).await?;
     let rows: Vec<(&str, String)> = rows
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))
         .chain([
-            ("registered workers (incl. this one)", workers.to_string()),
+            (
+                "registered workers: live (incl. this one) / lease lapsed",
+                format!(
+                    "{live} / {dead}{}",
+                    if dead > 0 {
+                        " (`percolator gc` removes them)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
             ("parked changes", parked.len().to_string()),
         ])
         .collect();

@@ -318,6 +318,9 @@ fn mistakes_get_clear_answers_and_create_nothing() {
     let out = String::from_utf8_lossy(&stats.stdout);
     assert_eq!(stats.status.code(), Some(2), "{out}");
     assert!(out.contains("20 notification(s) pending"), "{out}");
+    // The loader deregistered: only `status`'s own client is live, none lapsed.
+    let (ok, out) = percolator(&db, &["status"]);
+    assert!(ok && out.contains(" 1 / 0 |"), "{out}");
     let (ok, out) = percolator(&db, &["webindex", "run"]);
     assert!(ok, "{out}");
     assert!(
