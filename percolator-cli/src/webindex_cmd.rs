@@ -247,14 +247,35 @@ pub async fn run<S: RowStore>(
                 add(&mut total, report);
             }
             if let Some(dir) = &args.dir {
-                // Streamed: one file read at a time.
-                let pages = sources::html_files(dir, args.base_url.as_deref())
+                // Streamed: one file read at a time. A file that cannot be read is skipped
+                // and named; the rest still load.
+                let files = sources::html_files(dir, args.base_url.as_deref())
                     .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
-                let len = Some(pages.len() as u64);
+                let len = Some(files.len() as u64);
+                let truncated = files.truncated();
+                let unreadable = std::sync::atomic::AtomicUsize::new(0);
+                let pages = files.filter_map(|page| match page {
+                    Ok(page) => Some(Ok::<_, std::convert::Infallible>(page)),
+                    Err(e) => {
+                        eprintln!("skipped unreadable file: {e}");
+                        unreadable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        None
+                    }
+                });
                 add(
                     &mut total,
                     load(&client, pages, len, "html files", args.concurrency).await?,
                 );
+                let (truncated, unreadable) = (
+                    truncated.load(std::sync::atomic::Ordering::Relaxed),
+                    unreadable.into_inner(),
+                );
+                if truncated > 0 || unreadable > 0 {
+                    println!(
+                        "html files: {unreadable} unreadable (skipped), {truncated} cut to {} KiB",
+                        sources::MAX_PAGE_BYTES / 1024
+                    );
+                }
             }
             for path in &args.warc {
                 let reader = warc::open(path)?;

@@ -369,3 +369,29 @@ fn scan_names_tables_shows_inline_values_and_whole_values() {
     let (ok, whole) = percolator(&db, &[&args[..], &["--full"]].concat());
     assert!(ok && whole.contains("</html>"), "{whole}");
 }
+
+/// `load --dir`: a file that cannot be read is skipped and named, the others load; a page over
+/// 512 KiB is cut, and both are counted.
+#[cfg(target_os = "linux")]
+#[test]
+fn load_dir_skips_unreadable_files_and_counts_cut_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::write(pages.join("a.html"), "<p>fine</p>").unwrap();
+    std::fs::write(pages.join("big.html"), "x".repeat(600 * 1024)).unwrap();
+    // Listed as a regular file, but reading it fails (EIO at offset 0).
+    std::os::unix::fs::symlink("/proc/self/mem", pages.join("broken.html")).unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--dir", pages.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("skipped unreadable file") && out.contains("broken.html"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 unreadable (skipped), 1 cut to 512 KiB"),
+        "{out}"
+    );
+    assert_eq!(cell(&out, "pages loaded"), "2", "{out}");
+}

@@ -75,6 +75,7 @@ pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<HtmlFiles> {
         base,
         dir: dir.to_path_buf(),
         files: files.into_iter(),
+        truncated: std::sync::Arc::default(),
     })
 }
 
@@ -84,6 +85,7 @@ pub struct HtmlFiles {
     base: Option<Url>,
     dir: PathBuf,
     files: std::vec::IntoIter<PathBuf>,
+    truncated: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl HtmlFiles {
@@ -93,10 +95,20 @@ impl HtmlFiles {
             None => file_url(path)?,
         };
         let html = fs::read(path).map_err(|e| with_path(path, e))?;
+        if html.len() > MAX_PAGE_BYTES {
+            self.truncated
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(CrawledPage {
             url,
             html: truncate_page(Bytes::from(html)),
         })
+    }
+
+    /// A counter of the pages cut to [`MAX_PAGE_BYTES`] so far, readable after the iterator
+    /// is consumed.
+    pub fn truncated(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        std::sync::Arc::clone(&self.truncated)
     }
 }
 
