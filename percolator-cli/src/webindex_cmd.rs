@@ -278,7 +278,8 @@ pub async fn run<S: RowStore>(
                 }
             }
             for path in &args.warc {
-                let reader = warc::open(path)?;
+                let reader =
+                    warc::open(path).map_err(|e| format!("--warc {}: {e}", path.display()))?;
                 add(
                     &mut total,
                     load(

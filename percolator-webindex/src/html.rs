@@ -97,16 +97,19 @@ pub fn parse_page(base_url: &str, html: &[u8]) -> ParsedPage {
 /// alphanumeric; tokens of 2 to 32 chars are kept, deduplicated and sorted,
 /// and only the first [`MAX_TERMS`] of them in sorted order are returned.
 pub fn terms_of(text: &str) -> Vec<String> {
+    let mut terms = all_terms_of(text);
+    terms.truncate(MAX_TERMS);
+    terms
+}
+
+/// Every distinct term of `text`, sorted, normalized as by [`terms_of`] but not capped.
+pub fn all_terms_of(text: &str) -> Vec<String> {
     let lower = text.to_lowercase();
     let terms: BTreeSet<&str> = lower
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
         .collect();
-    terms
-        .into_iter()
-        .take(MAX_TERMS)
-        .map(str::to_owned)
-        .collect()
+    terms.into_iter().map(str::to_owned).collect()
 }
 
 /// The normalized visible text's hash, as 32 lowercase hex digits.

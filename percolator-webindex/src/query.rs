@@ -6,7 +6,7 @@ use bytes::Bytes;
 use percolator_core::{Client, Columns, Result, RowStore};
 use serde::Serialize;
 
-use super::html::terms_of;
+use super::html::{MAX_TERMS, all_terms_of};
 use super::schema::{DOCUMENTS, INDEX, TITLE, split_index_column};
 
 /// One query result.
@@ -19,9 +19,16 @@ pub struct Hit {
 }
 
 /// Canonical documents containing every term of `query` (terms are normalized like page text),
-/// sorted by URL, at most `limit`.
+/// sorted by URL, at most `limit`. A query of more than [`MAX_TERMS`] distinct terms is an
+/// error (`Error::InvalidInput`), not silently cut.
 pub async fn query<S: RowStore>(client: &Client<S>, query: &str, limit: usize) -> Result<Vec<Hit>> {
-    let terms = terms_of(query);
+    let terms = all_terms_of(query);
+    if terms.len() > MAX_TERMS {
+        return Err(percolator_core::Error::InvalidInput(format!(
+            "the query has {} distinct words; at most {MAX_TERMS} are allowed",
+            terms.len()
+        )));
+    }
     if terms.is_empty() {
         return Ok(Vec::new());
     }

@@ -107,6 +107,14 @@ pub async fn webindex_warc<F: StoreFactory>(factory: &F) {
         vec!["http://a.example/"],
         "the mirror is not canonical"
     );
+    // More words than a page indexes is an error that says so, not a silently cut query.
+    let long: Vec<String> = (0..=webindex::html::MAX_TERMS)
+        .map(|i| format!("w{i:04}"))
+        .collect();
+    let err = webindex::query(&client, &long.join(" "), 10)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("201 distinct words"), "{err}");
     let txn = client.begin().await.unwrap();
     let inlinks = txn
         .scan(
