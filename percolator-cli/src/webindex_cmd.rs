@@ -280,16 +280,28 @@ pub async fn run<S: RowStore>(
             for path in &args.warc {
                 let reader =
                     warc::open(path).map_err(|e| format!("--warc {}: {e}", path.display()))?;
+                let counts = Arc::new(warc::WarcCounts::default());
                 add(
                     &mut total,
                     load(
                         &client,
-                        warc::html_pages(reader),
+                        warc::html_pages_counted(reader, Arc::clone(&counts)),
                         None,
                         "warc",
                         args.concurrency,
                     )
                     .await?,
+                );
+                let load = |c: &std::sync::atomic::AtomicUsize| {
+                    c.load(std::sync::atomic::Ordering::Relaxed)
+                };
+                let (records, pages) = (load(&counts.records), load(&counts.pages));
+                println!(
+                    "warc {}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {} pages cut to {} KiB",
+                    path.display(),
+                    records - pages,
+                    load(&counts.truncated),
+                    sources::MAX_PAGE_BYTES / 1024
                 );
             }
             client.shutdown().await?;

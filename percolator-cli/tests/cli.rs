@@ -88,6 +88,11 @@ fn load_run_query_stats_scan_status() {
     );
     assert!(ok, "{out}");
     assert_eq!(cell(&out, "pages loaded"), "3", "{out}");
+    // The warcinfo record is counted as skipped, not silently dropped.
+    assert!(
+        out.contains("4 records, 3 HTML pages, 1 other records skipped"),
+        "{out}"
+    );
     let (ok, out) = percolator(
         &db,
         &[
@@ -180,7 +185,7 @@ fn load_run_query_stats_scan_status() {
     );
 
     let (ok, out) = percolator(&db, &["webindex", "load", "--warc", "/nonexistent.warc"]);
-    assert!(!ok && out.contains("error"), "{out}");
+    assert!(!ok && out.contains("--warc /nonexistent.warc"), "{out}");
 }
 
 /// Ctrl-C (SIGINT) during `webindex run --forever` stops the worker gracefully: in-flight runs

@@ -309,12 +309,45 @@ pub fn open(path: &Path) -> Result<WarcReader<Box<dyn BufRead + Send>>, WarcErro
 pub fn html_pages<R: BufRead>(
     reader: WarcReader<R>,
 ) -> impl Iterator<Item = Result<CrawledPage, WarcError>> {
-    reader.filter_map(|record| match record {
-        Ok(record) => page_of(record).map(Ok),
+    html_pages_counted(reader, std::sync::Arc::default())
+}
+
+/// What [`html_pages_counted`] saw: records read, HTML pages kept (the rest were skipped), and
+/// pages cut to [`crate::sources::MAX_PAGE_BYTES`].
+#[derive(Debug, Default)]
+pub struct WarcCounts {
+    /// Records read.
+    pub records: std::sync::atomic::AtomicUsize,
+    /// HTML pages kept.
+    pub pages: std::sync::atomic::AtomicUsize,
+    /// Kept pages that were cut.
+    pub truncated: std::sync::atomic::AtomicUsize,
+}
+
+/// [`html_pages`], counting into `counts` as it goes.
+pub fn html_pages_counted<R: BufRead>(
+    reader: WarcReader<R>,
+    counts: std::sync::Arc<WarcCounts>,
+) -> impl Iterator<Item = Result<CrawledPage, WarcError>> {
+    use std::sync::atomic::Ordering::Relaxed;
+    reader.filter_map(move |record| match record {
+        Ok(record) => {
+            counts.records.fetch_add(1, Relaxed);
+            let page = page_of(record)?;
+            counts.pages.fetch_add(1, Relaxed);
+            if page.html.len() > crate::sources::MAX_PAGE_BYTES {
+                counts.truncated.fetch_add(1, Relaxed);
+            }
+            Some(Ok(CrawledPage {
+                html: truncate_page(page.html),
+                ..page
+            }))
+        }
         Err(e) => Some(Err(e)),
     })
 }
 
+/// The page of a record, uncut.
 fn page_of(record: WarcRecord) -> Option<CrawledPage> {
     let html = if record.warc_type.eq_ignore_ascii_case("response") {
         http_html_body(&record.body)?
@@ -330,7 +363,7 @@ fn page_of(record: WarcRecord) -> Option<CrawledPage> {
     };
     Some(CrawledPage {
         url: record.target_uri?,
-        html: truncate_page(html),
+        html,
     })
 }
 
