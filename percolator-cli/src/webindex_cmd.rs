@@ -29,6 +29,12 @@ pub enum WebindexCommand {
     Load(LoadArgs),
     /// Run the observers until nothing is pending (or until Ctrl-C with --forever).
     Run(RunArgs),
+    /// Delete pages: the pipeline takes them out of their clusters, the links and the index.
+    Delete {
+        /// URLs of the pages.
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
     /// Canonical documents containing every term.
     Query {
         /// Query words.
@@ -136,6 +142,10 @@ pub struct LoadArgs {
     /// URL prefix of the directory's files (default: file:// URLs).
     #[arg(long)]
     base_url: Option<String>,
+    /// With --dir: delete the stored pages under the directory's URL prefix that the
+    /// directory no longer has.
+    #[arg(long, requires = "dir")]
+    delete_missing: bool,
     /// Load the HTML responses of these WARC files (gzip or plain).
     #[arg(long)]
     warc: Vec<PathBuf>,
@@ -253,9 +263,20 @@ pub async fn run<S: RowStore>(
                     .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
                 let len = Some(files.len() as u64);
                 let truncated = files.truncated();
+                let prefix = files
+                    .url_prefix()
+                    .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+                let seen = std::sync::Mutex::new(std::collections::HashSet::new());
                 let unreadable = std::sync::atomic::AtomicUsize::new(0);
                 let pages = files.filter_map(|page| match page {
-                    Ok(page) => Some(Ok::<_, std::convert::Infallible>(page)),
+                    Ok(page) => {
+                        if args.delete_missing
+                            && let Ok(mut seen) = seen.lock()
+                        {
+                            seen.insert(bytes::Bytes::from(page.url.clone()));
+                        }
+                        Some(Ok::<_, std::convert::Infallible>(page))
+                    }
                     Err(e) => {
                         eprintln!("skipped unreadable file: {e}");
                         unreadable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -274,6 +295,20 @@ pub async fn run<S: RowStore>(
                     println!(
                         "html files: {unreadable} unreadable (skipped), {truncated} cut to {} KiB",
                         sources::MAX_PAGE_BYTES / 1024
+                    );
+                }
+                if args.delete_missing {
+                    if unreadable > 0 {
+                        return Err(format!(
+                            "--delete-missing: {unreadable} file(s) could not be read, so nothing was deleted (they would have looked missing)"
+                        )
+                        .into());
+                    }
+                    let keep = seen.into_inner().unwrap_or_default();
+                    let deleted =
+                        webindex::delete_missing(&client, prefix.as_bytes(), &keep).await?;
+                    println!(
+                        "deleted {deleted} page(s) under {prefix} that the directory no longer has"
                     );
                 }
             }
@@ -356,6 +391,28 @@ pub async fn run<S: RowStore>(
                 );
             }
             Ok(ExitCode::SUCCESS)
+        }
+        WebindexCommand::Delete { urls } => {
+            let client = loader(&store, &oracle).await?;
+            let mut missing = Vec::new();
+            let mut deleted = 0;
+            for url in urls {
+                if webindex::delete_page(&client, url.as_bytes()).await? {
+                    deleted += 1;
+                } else {
+                    missing.push(url.as_str());
+                }
+            }
+            client.shutdown().await?;
+            println!(
+                "deleted {deleted} page(s); `percolator webindex run` takes them out of the index"
+            );
+            if missing.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("not stored, nothing to delete: {}", missing.join(" "));
+                Ok(ExitCode::FAILURE)
+            }
         }
         WebindexCommand::Query { words, limit } => {
             let client = loader(&store, &oracle).await?;

@@ -400,3 +400,62 @@ fn load_dir_skips_unreadable_files_and_counts_cut_pages() {
     );
     assert_eq!(cell(&out, "pages loaded"), "2", "{out}");
 }
+
+/// Deleted pages leave the index: `load --dir --delete-missing` deletes what the directory no
+/// longer has, `webindex delete URL` deletes one page, and after a run neither is found while
+/// every invariant holds.
+#[test]
+fn deleted_pages_leave_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for (name, word) in [("a", "aardvark"), ("b", "bumblebee"), ("c", "caracal")] {
+        std::fs::write(
+            pages.join(format!("{name}.html")),
+            format!("<title>{word}</title><p>{word} lives here</p>"),
+        )
+        .unwrap();
+    }
+    let db = dir.path().join("db");
+    let dir_arg = pages.to_str().unwrap();
+    let base = ["--base-url", "http://zoo.example/"];
+    let (ok, out) = percolator(
+        &db,
+        &[&["webindex", "load", "--dir", dir_arg][..], &base].concat(),
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    let found = |word: &str| {
+        let (ok, out) = percolator(&db, &["webindex", "query", word]);
+        assert!(ok, "{out}");
+        !out.contains("no document contains")
+    };
+    assert!(found("bumblebee") && found("caracal"));
+    std::fs::remove_file(pages.join("b.html")).unwrap();
+    let (ok, out) = percolator(
+        &db,
+        &[
+            &["webindex", "load", "--dir", dir_arg, "--delete-missing"][..],
+            &base,
+        ]
+        .concat(),
+    );
+    assert!(
+        ok && out.contains("deleted 1 page(s) under http://zoo.example/"),
+        "{out}"
+    );
+    let (ok, out) = percolator(&db, &["webindex", "delete", "http://zoo.example/c.html"]);
+    assert!(ok && out.contains("deleted 1 page(s)"), "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "delete", "http://zoo.example/nope.html"]);
+    assert!(
+        !ok && out.contains("nothing to delete: http://zoo.example/nope.html"),
+        "{out}"
+    );
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    assert!(!found("bumblebee") && !found("caracal") && found("aardvark"));
+    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    assert!(ok && out.contains("invariants: all hold"), "{out}");
+    assert_eq!(cell(&out, "documents"), "1", "{out}");
+}

@@ -25,7 +25,9 @@ pub mod synthetic;
 pub mod warc;
 
 pub use check::{CheckReport, IndexSummary, check};
-pub use load::{LoadError, LoadReport, PageOutcome, load_page, load_pages};
+pub use load::{
+    LoadError, LoadReport, PageOutcome, delete_missing, delete_page, load_page, load_pages,
+};
 pub use pipeline::{Clustered, observed_columns, observers};
 pub use query::{Hit, query};
 pub use sources::CrawledPage;

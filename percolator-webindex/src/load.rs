@@ -124,3 +124,59 @@ pub enum LoadError {
         reason: String,
     },
 }
+
+/// Deletes the stored page of `url` (the pipeline then takes it out of its cluster, the links
+/// and the index, as for any change). Returns whether there was one.
+pub async fn delete_page<S: RowStore>(client: &Client<S>, url: &[u8]) -> Result<bool> {
+    let url = Bytes::copy_from_slice(url);
+    client
+        .run(|txn| -> BoxFuture<'_, Result<bool>> {
+            let url = url.clone();
+            Box::pin(async move {
+                if txn.get(DOCUMENTS, &url, RAW).await?.is_none() {
+                    return Ok(false);
+                }
+                txn.delete(DOCUMENTS, &url, RAW)?;
+                Ok(true)
+            })
+        })
+        .await
+}
+
+/// Deletes every stored page whose URL starts with `prefix` and is not in `keep`: the pages a
+/// source no longer has (`load --dir … --delete-missing`). Reads the documents a page of rows
+/// at a time. Returns how many were deleted.
+pub async fn delete_missing<S: RowStore>(
+    client: &Client<S>,
+    prefix: &[u8],
+    keep: &std::collections::HashSet<Bytes>,
+) -> Result<usize> {
+    let txn = client.begin().await?;
+    let mut doomed = Vec::new();
+    let mut start = std::ops::Bound::Included(Bytes::copy_from_slice(prefix));
+    'pages: loop {
+        let page = txn
+            .scan_page(DOCUMENTS, start, percolator_core::Columns::one(RAW), 64)
+            .await?;
+        for item in page.items {
+            if !item.row.starts_with(prefix) {
+                break 'pages;
+            }
+            if !keep.contains(&item.row) {
+                doomed.push(item.row);
+            }
+        }
+        match page.next {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    drop(txn);
+    let mut deleted = 0;
+    for url in doomed {
+        if delete_page(client, &url).await? {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}

@@ -89,6 +89,19 @@ pub struct HtmlFiles {
 }
 
 impl HtmlFiles {
+    /// The URL prefix every page of this tree has: the base URL as a directory, or the
+    /// `file://` URL of the tree's canonical path with a trailing `/`.
+    pub fn url_prefix(&self) -> io::Result<String> {
+        let mut prefix = match &self.base {
+            Some(base) => base.to_string(),
+            None => file_url(&self.dir)?,
+        };
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        Ok(prefix)
+    }
+
     fn read(&self, path: &Path) -> io::Result<CrawledPage> {
         let url = match &self.base {
             Some(base) => url_under_base(base, &self.dir, path)?,
