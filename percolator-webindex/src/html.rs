@@ -60,7 +60,7 @@ pub struct ParsedPage {
 /// not parse only absolute hrefs are kept. The first anchor text seen for a
 /// target wins.
 pub fn parse_page(base_url: &str, html: &[u8]) -> ParsedPage {
-    let source = String::from_utf8_lossy(html);
+    let source = decode_html(html);
     let document = Html::parse_document(&source);
     let mut walker = Walker::new(base_url);
 
@@ -110,6 +110,66 @@ pub fn all_terms_of(text: &str) -> Vec<String> {
         .filter(|t| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
         .collect();
     terms.into_iter().map(str::to_owned).collect()
+}
+
+/// How far into a page a `<meta charset>` declaration is looked for (as browsers do).
+const CHARSET_PRESCAN_BYTES: usize = 1024;
+
+/// The text of a page in its character encoding: a byte-order mark, else the `charset` a
+/// `<meta>` declares in the first 1 KiB, else UTF-8 if the bytes are valid UTF-8, else the
+/// encoding `chardetng` detects (ISO-8859-1, Windows-1252, Shift_JIS, ...). Undecodable bytes
+/// become U+FFFD.
+pub fn decode_html(html: &[u8]) -> std::borrow::Cow<'_, str> {
+    let encoding = encoding_rs::Encoding::for_bom(html)
+        .map(|(encoding, _)| encoding)
+        .or_else(|| declared_charset(&html[..html.len().min(CHARSET_PRESCAN_BYTES)]))
+        .unwrap_or_else(|| {
+            if std::str::from_utf8(html).is_ok() {
+                encoding_rs::UTF_8
+            } else {
+                let mut detector = chardetng::EncodingDetector::new();
+                detector.feed(html, true);
+                detector.guess(None, true)
+            }
+        });
+    // A page declaring UTF-16 in ASCII-compatible bytes is not UTF-16 (the HTML standard).
+    let encoding = encoding.output_encoding();
+    encoding.decode_with_bom_removal(html).0
+}
+
+/// The encoding named by `charset=` in `head` (a `<meta charset>` or `http-equiv` content).
+fn declared_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let lower = head.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(at) = find(&lower[from..], b"charset") {
+        let mut i = from + at + b"charset".len();
+        from = i;
+        while lower.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        if lower.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while lower
+            .get(i)
+            .is_some_and(|b| b.is_ascii_whitespace() || *b == b'"' || *b == b'\'')
+        {
+            i += 1;
+        }
+        let end = lower[i..]
+            .iter()
+            .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'.')))
+            .map_or(lower.len(), |n| i + n);
+        if let Some(encoding) = encoding_rs::Encoding::for_label(&lower[i..end]) {
+            return Some(encoding);
+        }
+    }
+    None
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The normalized visible text's hash, as 32 lowercase hex digits.
@@ -551,11 +611,21 @@ mod tests {
     }
 
     #[test]
-    fn invalid_utf8_is_decoded_lossily() {
-        let page = parse_page(BASE, b"<title>caf\xe9 ok</title><p>na\xffive</p>");
-        assert_eq!(page.title, "caf\u{fffd} ok");
-        assert!(page.terms.contains(&"caf".to_owned()));
-        assert!(page.terms.contains(&"ive".to_owned()));
+    fn bytes_that_are_not_utf8_are_decoded_in_the_detected_encoding() {
+        // Not UTF-8 and nothing declared: a single-byte Western encoding is detected, where a
+        // lossy UTF-8 decoding gave "caf\u{fffd}" and split the words.
+        let page = parse_page(BASE, b"<title>caf\xe9 ok</title><p>na\xefve</p>");
+        assert_eq!(page.title, "caf\u{e9} ok");
+        assert!(
+            page.terms.contains(&"caf\u{e9}".to_owned()),
+            "{:?}",
+            page.terms
+        );
+        assert!(
+            page.terms.contains(&"na\u{ef}ve".to_owned()),
+            "{:?}",
+            page.terms
+        );
     }
 
     #[test]
@@ -595,5 +665,50 @@ mod tests {
         let html = "<div>".repeat(5_000) + "deep" + &"</div>".repeat(5_000);
         let page = parse_page(BASE, html.as_bytes());
         assert_eq!(page.terms, ["deep"]);
+    }
+
+    #[test]
+    fn pages_are_decoded_by_their_declared_or_detected_charset() {
+        // ISO-8859-1 declared in a meta tag.
+        let latin1 = b"<html><head><meta charset=\"iso-8859-1\"><title>Caf\xe9</title></head><body><p>Caf\xe9 cr\xe8me br\xfbl\xe9e</p></body></html>";
+        let page = parse_page("http://x.example/", latin1);
+        assert_eq!(page.title, "Caf\u{e9}");
+        assert!(
+            page.terms.contains(&"cr\u{e8}me".to_owned()),
+            "{:?}",
+            page.terms
+        );
+        // http-equiv form, Shift_JIS: 日本語のテキスト.
+        let (sjis, _, _) = encoding_rs::SHIFT_JIS.encode("日本語のテキスト");
+        let mut html =
+            b"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=Shift_JIS\"><p>"
+                .to_vec();
+        html.extend_from_slice(&sjis);
+        html.extend_from_slice(b"</p>");
+        let page = parse_page("http://x.example/", &html);
+        assert!(!page.terms.is_empty(), "Shift_JIS text gives terms");
+        assert!(
+            page.terms.iter().any(|t| t.contains("日本語")),
+            "{:?}",
+            page.terms
+        );
+        // Undeclared Windows-1252 is detected; undeclared valid UTF-8 stays UTF-8.
+        let cp1252 = b"<p>na\xefve fa\xe7ade d\xe9j\xe0 vu r\xe9sum\xe9 \x93quoted\x94 caf\xe9</p>";
+        let page = parse_page("http://x.example/", cp1252);
+        assert!(
+            page.terms.contains(&"fa\u{e7}ade".to_owned()),
+            "{:?}",
+            page.terms
+        );
+        let page = parse_page("http://x.example/", "<p>Grüße aus Köln</p>".as_bytes());
+        assert!(page.terms.contains(&"grüße".to_owned()), "{:?}", page.terms);
+        // A byte-order mark wins over a wrong declaration.
+        let mut bom = vec![0xEF, 0xBB, 0xBF];
+        bom.extend_from_slice("<meta charset=iso-8859-1><p>Zürich</p>".as_bytes());
+        assert!(
+            parse_page("http://x.example/", &bom)
+                .terms
+                .contains(&"zürich".to_owned())
+        );
     }
 }
