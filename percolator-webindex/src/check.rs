@@ -99,16 +99,13 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     let mut summary = IndexSummary::default();
 
     let mut docs: BTreeMap<Bytes, DocCells> = BTreeMap::new();
-    let wanted = Columns::Only(vec![
-        Bytes::from_static(RAW),
-        Bytes::from_static(HASH),
-        Bytes::from_static(CLUSTER),
-        Bytes::from_static(TERMS),
-    ]);
+    // Every column, though four are used: reading a cell resolves a lock a dead worker left on
+    // it (lazily, as any reader does), and a check that leaves such locks behind would report
+    // a finished pipeline that `status` still shows locks in.
     let mut start = Bound::Unbounded;
     loop {
         let page = txn
-            .scan_page(DOCUMENTS, start, wanted.clone(), PAGE_ROWS)
+            .scan_page(DOCUMENTS, start, Columns::All, PAGE_ROWS)
             .await?;
         for item in page.items {
             let entry = docs.entry(item.row.clone()).or_default();
