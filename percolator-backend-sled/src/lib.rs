@@ -29,7 +29,7 @@
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
 //! transactions commit in one row mutation conditional on
-//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
+//! [`Condition::NoSnapshotReadSince`](percolator_core::Condition::NoSnapshotReadSince): the newest `snapshot_ts` any read or scan was admitted at
 //! is one atomic, raised *before* the reader looks anything up. The argument that no admitted
 //! reader misses a mutation whose condition held:
 //! - the mutation checks the atomic under its row's write latch and keeps the latch until its
@@ -85,28 +85,23 @@ pub mod compact;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use parking_lot::RwLock;
+use percolator_core::embedded::{
+    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, version_bounds,
+};
 use percolator_core::key::{self, KeyError};
 use percolator_core::store::validate_batch;
 use percolator_core::{
-    Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
-    RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
+    Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
+    Scan, StoreError, StoreLimits,
 };
 use sled::Transactional as _;
 
-const STRIPES: usize = 4096;
-
-/// How many gates one-phase mutations hold against snapshot scans (see the crate docs): enough
-/// that concurrent writers rarely share one, few enough that a scan cycles them in about a
-/// microsecond.
-pub const SCAN_GATES: usize = 32;
+pub use percolator_core::embedded::SCAN_GATES;
 
 /// The order in which a multi-tree transaction applies its trees (sled commits them one after
 /// the other): families a row can move *into* first, the lock family — which rows leave on commit
@@ -185,21 +180,13 @@ impl SledConfig {
 /// The sled-backed store. See the crate docs.
 pub struct SledStore {
     db: sled::Db,
-    /// Group commit for `sync`: one flush at a time; callers whose writes a running or later
-    /// flush covers wait for it instead of starting their own.
-    flush_lock: tokio::sync::Mutex<()>,
-    sync_requests: std::sync::atomic::AtomicU64,
-    synced_upto: std::sync::atomic::AtomicU64,
+    /// Group commit for `sync`.
+    group_sync: GroupSync,
     trees: Vec<sled::Tree>,
     /// `trees` in [`COMMIT_ORDER`], for multi-tree transactions.
     commit_trees: Vec<sled::Tree>,
-    latches: Box<[RwLock<()>]>,
-    /// The newest `snapshot_ts` a read or scan was admitted at (see the crate docs).
-    newest_snapshot: AtomicU64,
-    /// Held shared by mutations that check [`Condition::NoSnapshotReadSince`], cycled by snapshot
-    /// scans (see the crate docs).
-    scan_gates: Box<[RwLock<()>]>,
-    hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
+    /// Row latches, snapshot admission and scan gates (see the crate docs).
+    latches: RowLatches,
     path: PathBuf,
     /// `sled:` and the canonical database path ([`RowStore::store_id`]).
     id: String,
@@ -219,20 +206,6 @@ fn backend(context: &str, e: sled::Error) -> StoreError {
 
 fn corrupt(e: KeyError) -> StoreError {
     StoreError::Corrupt(format!("undecodable key in sled tree: {e}"))
-}
-
-/// The exclusive end of a scan over `prefix`, which always ends in a memcomparable marker byte.
-fn prefix_successor(prefix: &[u8]) -> Vec<u8> {
-    key::prefix_successor(prefix).unwrap_or_else(|| vec![0xFF; prefix.len() + 1])
-}
-
-/// `(start, end)` keys (inclusive) covering versions `ts` of one column.
-fn version_bounds(column_prefix: &[u8], ts: TsRange) -> (Vec<u8>, Vec<u8>) {
-    let mut lo = column_prefix.to_vec();
-    key::encode_ts(&mut lo, ts.hi);
-    let mut hi = column_prefix.to_vec();
-    key::encode_ts(&mut hi, ts.lo);
-    (lo, hi)
 }
 
 impl SledStore {
@@ -266,14 +239,9 @@ impl SledStore {
         Ok(Self {
             db,
             commit_trees,
-            flush_lock: tokio::sync::Mutex::new(()),
-            sync_requests: std::sync::atomic::AtomicU64::new(0),
-            synced_upto: std::sync::atomic::AtomicU64::new(0),
+            group_sync: GroupSync::default(),
             trees,
-            latches: (0..STRIPES).map(|_| RwLock::new(())).collect(),
-            newest_snapshot: AtomicU64::new(0),
-            scan_gates: (0..SCAN_GATES).map(|_| RwLock::new(())).collect(),
-            hasher: Default::default(),
+            latches: RowLatches::new(),
             path: config.path,
             id: format!("sled:{}", canonical.display()),
         })
@@ -291,34 +259,8 @@ impl SledStore {
             .map_err(|e| backend("size_on_disk", e))
     }
 
-    /// Admits a snapshot read at `ts` before it looks anything up (see the crate docs).
-    fn admit(&self, snapshot_ts: Option<u64>) {
-        if let Some(ts) = snapshot_ts {
-            if self.newest_snapshot.load(Ordering::SeqCst) < ts {
-                self.newest_snapshot.fetch_max(ts, Ordering::SeqCst);
-            }
-            fence(Ordering::SeqCst);
-        }
-    }
-
-    /// Waits until every mutation that checked [`Condition::NoSnapshotReadSince`] before the
-    /// caller's admission has landed (see the crate docs).
-    fn cycle_scan_gates(&self) {
-        for gate in self.scan_gates.iter() {
-            drop(gate.write());
-        }
-    }
-
     fn tree(&self, family: Family) -> &sled::Tree {
         &self.trees[family.index()]
-    }
-
-    fn stripe(&self, table: &[u8], row: &[u8]) -> usize {
-        let mut h = self.hasher.build_hasher();
-        h.write(table);
-        h.write_u8(0xFF);
-        h.write(row);
-        (h.finish() as usize) % STRIPES
     }
 
     /// Cells of one family of one row (caller holds the row latch).
@@ -359,7 +301,7 @@ impl SledStore {
                 // newer than the range, and a column's versions past the range or past
                 // `max_versions`. Old versions are skipped by a seek, never read.
                 let limit = read.max_versions.unwrap_or(usize::MAX);
-                let row_end = prefix_successor(row_prefix);
+                let row_end = prefix_end(row_prefix);
                 let mut cursor = row_prefix.to_vec();
                 let mut taken: Option<(Vec<u8>, usize)> = None;
                 'seek: loop {
@@ -380,7 +322,7 @@ impl SledStore {
                             continue 'seek;
                         }
                         if ts < read.ts.lo || count >= limit {
-                            cursor = prefix_successor(&k[..at]);
+                            cursor = prefix_end(&k[..at]);
                             continue 'seek;
                         }
                         out.push(Cell {
@@ -397,95 +339,12 @@ impl SledStore {
         Ok(out)
     }
 
-    fn holds(&self, table: &[u8], row: &[u8], condition: &Condition) -> Result<bool, StoreError> {
-        Ok(match condition {
-            Condition::NoSnapshotReadSince { ts } => {
-                // Orders the caller's gate and latch before this load; see the crate docs.
-                fence(Ordering::SeqCst);
-                self.newest_snapshot.load(Ordering::SeqCst) < *ts
-            }
-            Condition::Absent { ts, .. } if ts.is_empty() => true,
-            Condition::Absent { family, column, ts } => {
-                let prefix = key::column_prefix(table, row, column);
-                let (lo, hi) = version_bounds(&prefix, *ts);
-                match self.tree(*family).range(lo..=hi).next() {
-                    None => true,
-                    Some(item) => {
-                        item.map_err(|e| backend("condition", e))?;
-                        false
-                    }
-                }
-            }
-            Condition::Exists { family, column, ts } => self
-                .tree(*family)
-                .contains_key(cell_key(table, row, column, *ts))
-                .map_err(|e| backend("condition", e))?,
-            Condition::Equals {
-                family,
-                column,
-                ts,
-                value,
-            } => self
-                .tree(*family)
-                .get(cell_key(table, row, column, *ts))
-                .map_err(|e| backend("condition", e))?
-                .is_some_and(|v| v.as_ref() == value.as_ref()),
-        })
-    }
-
-    /// Checks an item's conditions and turns its mutations into concrete key writes (caller holds
-    /// the row latch, so the keys a range delete finds stay valid until they are applied).
-    fn plan(
-        &self,
-        item: &RowMutation,
-        writes: &mut Vec<KeyWrite>,
-    ) -> Result<MutationOutcome, StoreError> {
-        for (i, condition) in item.conditions.iter().enumerate() {
-            if !self.holds(&item.table, &item.row, condition)? {
-                return Ok(MutationOutcome::ConditionFailed { condition: i });
-            }
-        }
-        for m in &item.mutations {
-            match m {
-                Mutation::Put {
-                    family,
-                    column,
-                    ts,
-                    value,
-                } => writes.push(KeyWrite {
-                    tree: family.index(),
-                    key: cell_key(&item.table, &item.row, column, *ts),
-                    value: Some(value.clone()),
-                }),
-                Mutation::Delete { family, column, ts } => writes.push(KeyWrite {
-                    tree: family.index(),
-                    key: cell_key(&item.table, &item.row, column, *ts),
-                    value: None,
-                }),
-                Mutation::DeleteRange { ts, .. } if ts.is_empty() => {}
-                Mutation::DeleteRange { family, column, ts } => {
-                    let prefix = key::column_prefix(&item.table, &item.row, column);
-                    let (lo, hi) = version_bounds(&prefix, *ts);
-                    for k in self.tree(*family).range(lo..=hi).keys() {
-                        let k = k.map_err(|e| backend("delete range", e))?;
-                        writes.push(KeyWrite {
-                            tree: family.index(),
-                            key: k.to_vec(),
-                            value: None,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(MutationOutcome::Applied)
-    }
-
     /// Applies planned writes atomically (and crash-atomically) across trees.
     fn commit_writes(&self, writes: &[KeyWrite]) -> Result<(), StoreError> {
         match writes {
             [] => Ok(()),
             [single] => {
-                let tree = &self.trees[single.tree];
+                let tree = self.tree(single.family);
                 match &single.value {
                     Some(v) => tree.insert(&single.key, v.as_ref()).map(|_| ()),
                     None => tree.remove(&single.key).map(|_| ()),
@@ -495,7 +354,7 @@ impl SledStore {
             many => self.commit_trees[..]
                 .transaction(|trees| {
                     for w in many {
-                        let tree = &trees[commit_position(w.tree)];
+                        let tree = &trees[commit_position(w.family.index())];
                         match &w.value {
                             Some(v) => {
                                 tree.insert(w.key.as_slice(), v.as_ref())?;
@@ -518,9 +377,9 @@ impl SledStore {
     }
 
     fn mutate_one(&self, item: &RowMutation) -> Result<MutationOutcome, StoreError> {
-        let _latch = self.latches[self.stripe(&item.table, &item.row)].write();
+        let _latch = self.latches.write(&item.table, &item.row);
         let mut writes = Vec::new();
-        let outcome = self.plan(item, &mut writes)?;
+        let outcome = plan(&self.latches, self, item, &mut writes)?;
         if outcome.applied() {
             self.commit_writes(&writes)?;
         }
@@ -531,34 +390,52 @@ impl SledStore {
         &self,
         batch: &[RowMutation],
     ) -> Result<Vec<MutationOutcome>, StoreError> {
-        let mut stripes: Vec<usize> = batch
-            .iter()
-            .map(|m| self.stripe(&m.table, &m.row))
-            .collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        // Stripe order is global, so two batches can never deadlock on each other's latches.
-        let _latches: Vec<_> = stripes.iter().map(|&s| self.latches[s].write()).collect();
+        let _latches = self.latches.write_rows(batch);
         let mut writes = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         for item in batch {
-            outcomes.push(self.plan(item, &mut writes)?);
+            outcomes.push(plan(&self.latches, self, item, &mut writes)?);
         }
         self.commit_writes(&writes)?;
         Ok(outcomes)
     }
 }
 
-struct KeyWrite {
-    tree: usize,
-    key: Vec<u8>,
-    value: Option<Bytes>,
-}
+/// The trees as they are: the caller holds the row latch.
+impl KeyLookup for SledStore {
+    fn any_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<bool, StoreError> {
+        match self.tree(family).range(lo..=hi).next() {
+            None => Ok(false),
+            Some(item) => item.map(|_| true).map_err(|e| backend("condition", e)),
+        }
+    }
 
-fn cell_key(table: &[u8], row: &[u8], column: &[u8], ts: u64) -> Vec<u8> {
-    let mut k = key::column_prefix(table, row, column);
-    key::encode_ts(&mut k, ts);
-    k
+    fn holds_value(
+        &self,
+        family: Family,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let tree = self.tree(family);
+        match value {
+            None => tree.contains_key(key),
+            Some(value) => tree
+                .get(key)
+                .map(|v| v.is_some_and(|v| v.as_ref() == value)),
+        }
+        .map_err(|e| backend("condition", e))
+    }
+
+    fn keys_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.tree(family)
+            .range(lo..=hi)
+            .keys()
+            .map(|k| {
+                k.map(|k| k.to_vec())
+                    .map_err(|e| backend("delete range", e))
+            })
+            .collect()
+    }
 }
 
 #[async_trait]
@@ -580,9 +457,9 @@ impl RowStore for SledStore {
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         tokio::task::consume_budget().await;
-        self.admit(request.snapshot_ts);
+        self.latches.admit(request.snapshot_ts);
         let prefix = key::row_prefix(&request.table, &request.row);
-        let _latch = self.latches[self.stripe(&request.table, &request.row)].read();
+        let _latch = self.latches.read(&request.table, &request.row);
         request
             .reads
             .iter()
@@ -593,13 +470,13 @@ impl RowStore for SledStore {
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
         if request.snapshot_ts.is_some() {
-            self.admit(request.snapshot_ts);
-            self.cycle_scan_gates();
+            self.latches.admit(request.snapshot_ts);
+            self.latches.cycle_scan_gates();
         }
         let table_prefix = key::table_prefix(&request.table);
         let mut cursor = match &request.start {
             Bound::Included(r) => key::row_prefix(&request.table, r),
-            Bound::Excluded(r) => prefix_successor(&key::row_prefix(&request.table, r)),
+            Bound::Excluded(r) => prefix_end(&key::row_prefix(&request.table, r)),
             Bound::Unbounded => table_prefix.clone(),
         };
         let tree = self.tree(request.read.family);
@@ -619,10 +496,10 @@ impl RowStore for SledStore {
             }
             let row_prefix = &k[..table_prefix.len() + used];
             let cells = {
-                let _latch = self.latches[self.stripe(&request.table, &row)].read();
+                let _latch = self.latches.read(&request.table, &row);
                 self.read_family(row_prefix, &request.table, &row, &request.read)?
             };
-            cursor = prefix_successor(row_prefix);
+            cursor = prefix_end(row_prefix);
             if !cells.is_empty() {
                 out.push(RowCells {
                     row: Bytes::from(row),
@@ -640,18 +517,8 @@ impl RowStore for SledStore {
         tokio::task::consume_budget().await;
         validate_batch(&batch, &SLED_LIMITS)?;
         // Taken before any row latch (a scan cycling the gates holds no latch).
-        let _gate = batch
-            .iter()
-            .find(|m| {
-                m.conditions
-                    .iter()
-                    .any(|c| matches!(c, Condition::NoSnapshotReadSince { .. }))
-            })
-            .map(|m| self.scan_gates[self.stripe(&m.table, &m.row) % SCAN_GATES].read());
-        let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
-        rows.sort_unstable();
-        rows.dedup();
-        if rows.len() == batch.len() {
+        let _gate = self.latches.gate_for(&batch);
+        if rows_are_distinct(&batch) {
             self.mutate_distinct_rows(&batch)
         } else {
             // Items on the same row must see each other's effects: apply one by one.
@@ -660,28 +527,16 @@ impl RowStore for SledStore {
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
-        use std::sync::atomic::Ordering;
-        // Every write this caller saw complete happened before this ticket was drawn.
-        let ticket = self.sync_requests.fetch_add(1, Ordering::SeqCst) + 1;
-        let _one_flush_at_a_time = self.flush_lock.lock().await;
-        if self.synced_upto.load(Ordering::SeqCst) >= ticket {
-            return Ok(()); // a flush that started after our ticket covered our writes
-        }
-        let covers = self.sync_requests.load(Ordering::SeqCst);
-        // `Db::flush` blocks on disk I/O: run it on tokio's blocking pool. (Not `flush_async`:
-        // it runs on sled's own small thread pool, and many concurrent flushes there starve the
-        // log writes they wait for while a sled transaction waits for its commit lock — a
-        // deadlock observed with 8 concurrent durable committers.)
+        // `Db::flush` on tokio's blocking pool. (Not `flush_async`: it runs on sled's own small
+        // thread pool, and many concurrent flushes there starve the log writes they wait for
+        // while a sled transaction waits for its commit lock — a deadlock observed with 8
+        // concurrent durable committers.)
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.flush())
+        self.group_sync
+            .sync("sled", move || {
+                db.flush().map(|_| ()).map_err(|e| backend("flush", e))
+            })
             .await
-            .map_err(|e| StoreError::Backend {
-                message: format!("sled flush task failed: {e}"),
-                source: None,
-            })?
-            .map_err(|e| backend("flush", e))?;
-        self.synced_upto.fetch_max(covers, Ordering::SeqCst);
-        Ok(())
     }
 
     /// Skips from table to table in each family's tree: one seek per table.
@@ -692,7 +547,7 @@ impl RowStore for SledStore {
             while let Some(item) = tree.range(cursor.as_slice()..).next() {
                 let (k, _) = item.map_err(|e| backend("listing tables", e))?;
                 let (table, _) = key::decode_bytes(&k, 0).map_err(corrupt)?;
-                cursor = prefix_successor(&key::table_prefix(&table));
+                cursor = prefix_end(&key::table_prefix(&table));
                 tables.insert(Bytes::from(table));
             }
         }

@@ -13,6 +13,9 @@ pub enum Backend {
     /// Embedded, persistent (sled), in `--db`.
     #[cfg(feature = "sled")]
     Sled,
+    /// Embedded, persistent (the fjall LSM engine), in `--db`.
+    #[cfg(feature = "fjall")]
+    Fjall,
     /// In memory: gone when the process ends.
     #[cfg(feature = "mem")]
     Mem,
@@ -29,6 +32,8 @@ impl Default for Backend {
     fn default() -> Self {
         #[cfg(feature = "sled")]
         return Backend::Sled;
+        #[cfg(feature = "fjall")]
+        return Backend::Fjall;
         #[cfg(feature = "mem")]
         return Backend::Mem;
         #[cfg(feature = "tikv")]
@@ -55,15 +60,19 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             if let crate::Command::Compact(args) = &cli.command {
                 return crate::compact_cmd::run_sled(&cli.db, args);
             }
-            if cli.command.reads_only() && !cli.db.exists() {
-                return Err(format!(
-                    "no database at {} (`percolator --db {} webindex load …` creates one)",
-                    cli.db.display(),
-                    cli.db.display()
-                )
-                .into());
-            }
+            refuse_to_create_for_reading(cli)?;
             let store = open_sled(&cli.db).await?;
+            dispatch(Arc::new(store), None, cli).await
+        }
+        #[cfg(feature = "fjall")]
+        Backend::Fjall => {
+            if let crate::Command::Compact(_) = &cli.command {
+                return Err(
+                    "fjall compacts its files itself, online: `compact` is for sled".into(),
+                );
+            }
+            refuse_to_create_for_reading(cli)?;
+            let store = open_fjall(&cli.db).await?;
             dispatch(Arc::new(store), None, cli).await
         }
         #[cfg(feature = "mem")]
@@ -102,6 +111,51 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
     }
 }
 
+/// Read-only commands on an embedded backend never create a database at a mistyped path.
+#[cfg(any(feature = "sled", feature = "fjall"))]
+fn refuse_to_create_for_reading(cli: &Cli) -> Result<(), CliError> {
+    if cli.command.reads_only() && !cli.db.exists() {
+        return Err(format!(
+            "no database at {} (`percolator --db {} webindex load …` creates one)",
+            cli.db.display(),
+            cli.db.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Opens fjall, waiting briefly for the lock of a process that is just exiting.
+#[cfg(feature = "fjall")]
+async fn open_fjall(
+    path: &std::path::Path,
+) -> Result<percolator_backend_fjall::FjallStore, CliError> {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match percolator_backend_fjall::FjallStore::open(path) {
+            Ok(store) => return Ok(store),
+            Err(e) if Instant::now() < deadline && format!("{e:?}").contains("Locked") => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(with_causes(path, &e).into()),
+        }
+    }
+}
+
+/// `cannot open PATH: ERROR: CAUSE: …`: the causes, not only the backend's summary (read-only,
+/// not a directory, locked, ...).
+#[cfg(any(feature = "sled", feature = "fjall"))]
+fn with_causes(path: &std::path::Path, e: &dyn std::error::Error) -> String {
+    let mut message = format!("cannot open {}: {e}", path.display());
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
 /// Opens sled, waiting briefly for the file lock of a process that is just exiting.
 #[cfg(feature = "sled")]
 async fn open_sled(path: &std::path::Path) -> Result<percolator_backend_sled::SledStore, CliError> {
@@ -117,18 +171,19 @@ async fn open_sled(path: &std::path::Path) -> Result<percolator_backend_sled::Sl
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => {
-                // The causes, not only "sled: open": read-only, not a directory, locked, ...
-                let mut message = format!("cannot open {}: {e}", path.display());
-                let mut source = std::error::Error::source(&e);
-                while let Some(cause) = source {
-                    message.push_str(&format!(": {cause}"));
-                    source = cause.source();
-                }
-                return Err(message.into());
+                return Err(with_causes(path, &e).into());
             }
         }
     }
 }
 
-#[cfg(not(any(feature = "sled", feature = "mem", feature = "tikv", feature = "etcd")))]
-compile_error!("the percolator binary needs at least one backend feature: sled, mem, tikv or etcd");
+#[cfg(not(any(
+    feature = "sled",
+    feature = "fjall",
+    feature = "mem",
+    feature = "tikv",
+    feature = "etcd"
+)))]
+compile_error!(
+    "the percolator binary needs at least one backend feature: sled, fjall, mem, tikv or etcd"
+);

@@ -15,7 +15,7 @@
 //! percolator --backend etcd --oracle h1:7070,h2:7070 webindex run  # a worker using it
 //! ```
 //!
-//! The backend is a cargo feature (`sled`, the default; `mem`; `tikv`; `etcd`) and, when several
+//! The backend is a cargo feature (`sled`, the default; `fjall`; `mem`; `tikv`; `etcd`) and, when several
 //! are compiled in, `--backend`; `backend.rs` is the only module that names a backend. Everything
 //! below `main` is generic over `RowStore`.
 
@@ -47,7 +47,7 @@ pub struct Cli {
     /// Storage backend (those compiled in; see the crate's cargo features).
     #[arg(long, value_enum, default_value_t = backend::Backend::default())]
     backend: backend::Backend,
-    /// Database directory (sled).
+    /// Database directory (sled, fjall).
     #[arg(long, default_value = "target/percolator-db")]
     db: PathBuf,
     /// PD endpoints (tikv), comma separated; defaults to $PERCOLATOR_TIKV_PD.

@@ -880,10 +880,11 @@ async fn soak<S: RowStore>(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The size of the store's directory: only sled keeps one (mem and the clusters do not).
+/// The size of the store's directory: only the embedded engines keep one (mem and the
+/// clusters do not).
 fn disk_bytes(backend: &str, db: &std::path::Path) -> Option<u64> {
     #[cfg(feature = "sled")]
-    if backend == "sled" && db.is_dir() {
+    if matches!(backend, "sled" | "fjall") && db.is_dir() {
         return Some(percolator_backend_sled::compact::dir_bytes(db));
     }
     let _ = (backend, db);

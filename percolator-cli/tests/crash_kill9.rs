@@ -1,9 +1,9 @@
-//! Real process death: a child process (`percolator bank --durable` on sled) runs durable bank
-//! transfers and is killed with SIGKILL mid-workload; the database is reopened and every
+//! Real process death: a child process (`percolator bank --durable` on sled, then on fjall) runs
+//! durable bank transfers and is killed with SIGKILL mid-workload; the database is reopened and every
 //! acknowledged commit must be there, the total conserved after lock resolution, and no lock
 //! left.
 
-#![cfg(feature = "sled")]
+#![cfg(all(feature = "sled", feature = "fjall"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead as _, BufReader};
@@ -11,18 +11,36 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use percolator_backend_fjall::FjallStore;
 use percolator_backend_sled::SledStore;
 use percolator_core::workload::{self, ACCOUNTS, TRANSFERS};
-use percolator_core::{Client, RowStore as _, TxnConfig};
+use percolator_core::{Client, RowStore, TxnConfig};
 
 const ACCOUNT_COUNT: usize = 50;
 const INITIAL: i64 = 1_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_commits_survive_sigkill() {
+async fn acknowledged_commits_survive_sigkill_on_sled() {
+    survive_sigkill("sled", |path| {
+        SledStore::open(path).expect("reopen after SIGKILL")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_commits_survive_sigkill_on_fjall() {
+    survive_sigkill("fjall", |path| {
+        FjallStore::open(path).expect("reopen after SIGKILL")
+    })
+    .await;
+}
+
+/// Two rounds on one database of `backend`: kill the child, reopen with `open`, check.
+async fn survive_sigkill<S: RowStore>(backend: &str, open: impl Fn(&std::path::Path) -> S) {
     let dir = tempfile::tempdir().unwrap();
     for round in 0..2 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_percolator"))
+            .args(["--backend", backend])
             .args(["--db", dir.path().to_str().unwrap(), "bank"])
             .args([
                 "--accounts",
@@ -80,7 +98,7 @@ async fn acknowledged_commits_survive_sigkill() {
             "round {round}: child acknowledged only {killed_at} transfers before the deadline"
         );
 
-        let store = Arc::new(SledStore::open(dir.path()).expect("reopen after SIGKILL"));
+        let store = Arc::new(open(dir.path()));
         let client = Client::builder(Arc::clone(&store))
             .config(TxnConfig::default().with_lock_ttl(Duration::from_millis(500)))
             .build()
@@ -107,17 +125,17 @@ async fn acknowledged_commits_survive_sigkill() {
         assert_eq!(
             sum,
             ACCOUNT_COUNT as i64 * INITIAL,
-            "round {round}: money created or destroyed by the crash"
+            "{backend} round {round}: money created or destroyed by the crash"
         );
         let txn = client.begin().await.unwrap();
         for id in &acks {
             assert!(
                 txn.get(TRANSFERS, id, "receipt").await.unwrap().is_some(),
-                "round {round}: acknowledged transfer {id} lost after SIGKILL"
+                "{backend} round {round}: acknowledged transfer {id} lost after SIGKILL"
             );
         }
         eprintln!(
-            "round {round}: {} acknowledged transfers all present after SIGKILL",
+            "{backend} round {round}: {} acknowledged transfers all present after SIGKILL",
             acks.len()
         );
         client.shutdown().await.unwrap();

@@ -29,6 +29,7 @@
 //! Core never depends on a backend; transactions are generic over [`RowStore`].
 
 pub mod backoff;
+pub mod embedded;
 pub mod error;
 pub mod gc;
 pub mod histogram;

@@ -28,11 +28,13 @@ use crate::plot::{Chart, Series, svg};
 pub enum BenchBackend {
     Mem,
     Sled,
+    /// The fjall LSM engine.
+    Fjall,
     /// A real TiKV cluster (needs a PD address).
     Tikv,
     /// A 3-member etcd cluster (`PERCOLATOR_ETCD_ENDPOINTS`, else one started on loopback).
     Etcd,
-    /// mem, sled and etcd (etcd where it is installed; tikv when a PD address is given).
+    /// mem, sled, fjall and etcd (etcd where it is installed; tikv when a PD address is given).
     All,
 }
 
@@ -64,10 +66,11 @@ fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
     match choice {
         BenchBackend::Mem => vec!["mem"],
         BenchBackend::Sled => vec!["sled"],
+        BenchBackend::Fjall => vec!["fjall"],
         BenchBackend::Tikv => vec!["tikv"],
         BenchBackend::Etcd => vec!["etcd"],
         BenchBackend::All => {
-            let mut all = vec!["mem", "sled"];
+            let mut all = vec!["mem", "sled", "fjall"];
             if pd.is_some() {
                 all.push("tikv");
             }
@@ -128,10 +131,12 @@ pub fn bench(
         let embedded: Vec<&str> = systems
             .iter()
             .copied()
-            .filter(|b| matches!(*b, "mem" | "sled"))
+            .filter(|b| matches!(*b, "mem" | "sled" | "fjall"))
             .collect();
         if embedded.is_empty() {
-            return Err("--scale runs on the embedded backends: --backend mem, sled or all".into());
+            return Err(
+                "--scale runs on the embedded backends: --backend mem, sled, fjall or all".into(),
+            );
         }
         return scale_all(&binaries::build(profile, false)?, &embedded, docs);
     }
@@ -313,7 +318,10 @@ fn scale_all(bin: &Binaries, systems: &[&str], docs: usize) -> Result<(), String
 fn soak_all(bin: &Binaries, systems: &[&str], quick: bool) -> Result<(), String> {
     let (docs, generations) = if quick { ("60", "20") } else { ("300", "200") };
     let mut reports = Vec::new();
-    for &backend in systems.iter().filter(|b| matches!(**b, "mem" | "sled")) {
+    for &backend in systems
+        .iter()
+        .filter(|b| matches!(**b, "mem" | "sled" | "fjall"))
+    {
         for gc in [false, true] {
             let label = if gc { "on" } else { "off" };
             let json = PathBuf::from(OUT).join(format!("gc-{backend}-{label}.json"));

@@ -16,20 +16,19 @@ pub fn step(name: &str, mut cmd: Command) -> Result<(), String> {
     }
 }
 
-/// Every package of the workspace whose tests `ci` runs (the conformance binaries separately).
-const PACKAGES: [&str; 11] = [
-    "percolator-core",
-    "percolator-backend-mem",
-    "percolator-backend-sled",
-    "percolator-backend-tikv",
-    "percolator-backend-etcd",
-    "percolator-etcd-cluster",
-    "percolator-observers",
-    "percolator-webindex",
-    "percolator-cli",
-    "percolator-bench",
-    "xtask",
-];
+/// Every package of the workspace, from `cargo metadata`: `ci` runs all of their tests (the
+/// conformance binaries separately), so a new crate is never left out.
+fn workspace_packages() -> Result<Vec<String>, String> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    Ok(metadata
+        .workspace_packages()
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect())
+}
 
 pub fn ci() -> Result<Counts, String> {
     let mut total = Counts::default();
@@ -68,10 +67,12 @@ pub fn ci() -> Result<Counts, String> {
     if let Err(reason) = &cluster {
         println!("(tests on etcd skip: {reason})");
     }
+    let packages = workspace_packages()?;
+    let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
     let rest = if have_nextest() {
-        run_tests(&PACKAGES, Some("not binary(~conformance)"), &[], &env)?
+        run_tests(&packages, Some("not binary(~conformance)"), &[], &env)?
     } else {
-        run_tests(&PACKAGES, None, &[], &env)?
+        run_tests(&packages, None, &[], &env)?
     };
     drop(cluster);
     total.add(rest);

@@ -36,6 +36,14 @@ const TARGETS: &[Target] = &[
         etcd: false,
     },
     Target {
+        backend: Backend::Fjall,
+        name: "fjall",
+        package: "percolator-backend-fjall",
+        binary: "conformance",
+        cluster: false,
+        etcd: false,
+    },
+    Target {
         backend: Backend::TikvFake,
         name: "tikv-fake",
         package: "percolator-backend-tikv",

@@ -1,6 +1,6 @@
 //! `cargo xtask`: project automation (the rust-analyzer pattern; alias in `.cargo/config.toml`).
 //!
-//! - `cargo xtask conformance --backend <mem|sled|tikv-fake|tikv|etcd|all> [--pd HOST:PORT]`:
+//! - `cargo xtask conformance --backend <mem|sled|fjall|tikv-fake|tikv|etcd|all> [--pd HOST:PORT]`:
 //!   runs the shared conformance suite from each backend's own test target and prints
 //!   pass/fail/skip counts per backend. `tikv` needs a PD address (`--pd` or
 //!   `PERCOLATOR_TIKV_PD`); without one it is reported as skipped, with the reason. `etcd` runs
@@ -88,6 +88,8 @@ enum Cmd {
 pub(crate) enum Backend {
     Mem,
     Sled,
+    /// The fjall LSM engine.
+    Fjall,
     /// TiKV mapping over the in-process TiKV double.
     TikvFake,
     /// A real TiKV cluster (needs a PD address).

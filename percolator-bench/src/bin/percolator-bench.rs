@@ -133,6 +133,9 @@ enum TpceSystem {
     /// Percolator over the sled backend.
     #[cfg(feature = "sled")]
     Sled,
+    /// Percolator over the fjall backend.
+    #[cfg(feature = "fjall")]
+    Fjall,
     /// The peer baseline: sled's own transactions.
     SledPeer,
     /// Percolator over a TiKV cluster (`--pd`), with PD's TSO as the oracle.
@@ -149,6 +152,8 @@ enum Backend {
     Mem,
     #[cfg(feature = "sled")]
     Sled,
+    #[cfg(feature = "fjall")]
+    Fjall,
     /// A TiKV cluster (`--pd`), with PD's TSO as the oracle.
     #[cfg(feature = "tikv")]
     Tikv,
@@ -253,6 +258,11 @@ async fn tpce(
             let store = percolator_backend_sled::SledStore::open(db)?;
             tpce::run_percolator(Arc::new(store), config).await?
         }
+        #[cfg(feature = "fjall")]
+        TpceSystem::Fjall => {
+            let store = percolator_backend_fjall::FjallStore::open(db)?;
+            tpce::run_percolator(Arc::new(store), config).await?
+        }
         TpceSystem::SledPeer => tpce::run_sled_peer(db, config).await?,
         #[cfg(feature = "tikv")]
         TpceSystem::Tikv => {
@@ -286,7 +296,7 @@ async fn contention_on<S: percolator_core::RowStore>(
 }
 
 /// Evaluates `$body` with `$store` (an `Arc` of the chosen backend) and `$oracle` (PD's TSO for
-/// TiKV, else `None`); a sled database directory is emptied before and after.
+/// TiKV, else `None`); a sled or fjall database directory is emptied before and after.
 macro_rules! with_backend {
     ($backend:expr, $db:expr, $tikv:expr, $endpoints:expr, |$store:ident, $oracle:ident| $body:expr) => {{
         let _ = (&$db, &$tikv, &$endpoints);
@@ -301,6 +311,15 @@ macro_rules! with_backend {
             Backend::Sled => {
                 let _ = std::fs::remove_dir_all(&$db);
                 let $store = Arc::new(percolator_backend_sled::SledStore::open(&$db)?);
+                let $oracle = None;
+                let result = $body;
+                let _ = std::fs::remove_dir_all(&$db);
+                result
+            }
+            #[cfg(feature = "fjall")]
+            Backend::Fjall => {
+                let _ = std::fs::remove_dir_all(&$db);
+                let $store = Arc::new(percolator_backend_fjall::FjallStore::open(&$db)?);
                 let $oracle = None;
                 let result = $body;
                 let _ = std::fs::remove_dir_all(&$db);

@@ -1,0 +1,778 @@
+//! # percolator-backend-fjall
+//!
+//! An embedded, persistent [`RowStore`] on [fjall](https://docs.rs/fjall) 3, a log-structured
+//! merge tree (LSM) engine: the alternative to the sled backend where the disk footprint
+//! matters. An LSM tree rewrites its data in compacted, **lz4-compressed** sorted files, so the
+//! directory stays near the size of the live data (after garbage collection too) without the
+//! offline compaction sled needs.
+//!
+//! ## Layout
+//! - **One fjall keyspace per family** (`data`, `lock`, `write`, `notify`; keyspaces are fjall
+//!   3's column families, each its own LSM tree): Bigtable's locality groups, so the observers'
+//!   scan of the notify family never reads data.
+//! - Keys are [`percolator_core::key::CellKey::encode`]: `enc(table) ++ enc(row) ++ enc(column) ++
+//!   !ts`, order-preserving and prefix-free, so a row is one key prefix and versions come newest
+//!   first — the same keys as the sled backend.
+//! - Data blocks are lz4-compressed on **every** level ([`FjallConfig::compression`]; fjall's
+//!   default leaves the two smallest levels uncompressed), and so are journal entries of 4 KiB
+//!   and more.
+//! - **Key-value separation** for the data family: values of at least
+//!   [`FjallConfig::blob_threshold`] bytes (4 KiB by default) go to fjall's blob files
+//!   (lz4-compressed too), so compactions of the data tree move small pointers instead of large
+//!   values. The other families hold small records (locks, write records, notifications) and
+//!   keep their values inline. Scans and condition checks that only need keys never load a
+//!   separated value.
+//!
+//! These options are stored with each keyspace when it is created: they apply to new
+//! databases; an existing one keeps the options it was created with.
+//!
+//! ## Atomicity
+//! fjall is single-process. Per-row atomicity comes from **in-process row latches** (4096
+//! striped `RwLock`s hashed by `(table, row)`), as in the sled backend: a row mutation takes its
+//! row's latch for writing, checks its conditions against a fresh fjall snapshot, then applies
+//! all of its puts and deletes — across keyspaces — in **one fjall write batch**, which is
+//! atomic across the keyspaces of one database and **crash-atomic** (the journal holds the batch
+//! between a start and a checksummed end marker; recovery drops a torn batch whole). A batch
+//! whose rows are distinct takes all of their latches in stripe order and applies every
+//! successful item in a single write batch.
+//!
+//! **Readers take no row latch.** Every read and scan goes through one fjall [`Snapshot`] (a
+//! sequence number across all keyspaces), and a snapshot never sees half of a write batch: all
+//! items of a batch carry one sequence number, and fjall publishes it as visible only after
+//! every item is in its memtable (under the journal lock, so in commit order). So a read of
+//! several families of a row is a consistent snapshot of the row, and the ordering argument the
+//! sled backend needs (a scan *finds* rows in one tree before latching them, so sled's
+//! transaction must apply the write tree before the lock tree: its `COMMIT_ORDER`) is moot here:
+//! a commit's move of a row from the lock family to the write family is one atomic step for
+//! every snapshot (the conformance case `store_lock_to_write_transition_never_hides_a_row`
+//! checks it). The one place a reader still touches a latch is a snapshot point read's
+//! admission, below.
+//!
+//! ## Snapshot reads and one-phase commit
+//! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
+//! transactions commit in one row mutation conditional on
+//! [`Condition::NoSnapshotReadSince`](percolator_core::Condition::NoSnapshotReadSince): the newest `snapshot_ts` any read or scan was admitted at
+//! is one atomic, raised *before* the reader opens its fjall snapshot. The argument that no
+//! admitted reader misses a mutation whose condition held is the sled backend's:
+//! - the mutation checks the atomic under its row's write latch and keeps the latch until its
+//!   batch is visible; a **point read** admits itself, then takes the row latch for reading and
+//!   opens its snapshot under it (and lets go at once): either the mutation saw the reader's
+//!   timestamp and failed, or it held the latch first and the snapshot includes it;
+//! - a **scan** cannot latch rows it has not found yet (a mutation may create one), so
+//!   mutations carrying the condition also hold one of [`SCAN_GATES`] shared gates (for
+//!   reading) from before the check until after the write; a snapshot scan, after admitting
+//!   itself, takes every gate once for writing (and lets go at once) before it opens its
+//!   snapshot. Any mutation checked before the admission has then landed, and every later one
+//!   sees the admission and fails. The gates are shared among writers, and a scan waits only for
+//!   writes already in flight: no global lock.
+//!
+//! Both sides put a `SeqCst` fence between raising or reading the atomic and the next step; the
+//! conformance case `one_phase_condition_is_atomic_against_concurrent_readers` races the two.
+//!
+//! ## Durability — what is on disk when a commit returns
+//! Every write (a single key insert or a write batch) is appended to fjall's journal and handed
+//! to the operating system before the call returns (fjall's default `PersistMode::Buffer`). So
+//! when `Transaction::commit` returns, the commit survives `kill -9` of the process, but not yet
+//! a machine crash or power loss. Recovery replays a prefix of the journal, so a lost commit is
+//! lost whole (its primary), and the locks of half-written transactions are resolved lazily as
+//! usual.
+//!
+//! With `TxnConfig::default().with_durable_commits(true)` the transaction layer calls
+//! [`RowStore::sync`] (= `Database::persist(PersistMode::SyncAll)`, an `fsync` of the journal)
+//! right after the commit point, before `commit` returns: then every acknowledged commit
+//! survives power loss (as far as the file system honours `fsync`). The timestamp oracle always
+//! syncs its high-water mark. Concurrent `sync` calls are grouped: one `fsync` runs at a time (on
+//! tokio's blocking pool) and covers every caller whose writes completed before it started
+//! (group commit).
+//!
+//! ## Blocking
+//! fjall reads and writes run inline on the async task, as sled's do: writes go to the journal's
+//! buffer and the memtable, reads mostly hit memtables and the block cache. fjall flushes and
+//! compacts in its own worker threads; when they fall far behind, a write may briefly sleep
+//! (fjall's write stall). `sync` runs the `fsync` on tokio's blocking pool. Latches are held only
+//! inside synchronous code, never across an `.await`.
+//!
+//! ## Space
+//! Deleted and overwritten keys become tombstones that compactions drop, and blob files are
+//! rewritten once a quarter of them is stale: no offline compaction is needed.
+//!
+//! ## Limits
+//! Keys up to 16 KiB encoded (fjall: 64 KiB), values up to 16 MiB (fjall: 4 GiB), 100 000 row
+//! mutations per batch — the sled backend's limits, so data moves between the two.
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod kill9;
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use fjall::config::CompressionPolicy;
+use fjall::{
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode,
+    Readable as _, Snapshot,
+};
+use percolator_core::embedded::{
+    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, version_bounds,
+};
+use percolator_core::key::{self, KeyError};
+use percolator_core::store::validate_batch;
+use percolator_core::{
+    Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
+    Scan, StoreError, StoreLimits, TsRange,
+};
+
+pub use percolator_core::embedded::SCAN_GATES;
+
+/// The limits of [`FjallStore`] (the sled backend's: both fit in fjall's 64 KiB keys and 4 GiB
+/// values).
+pub const FJALL_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 1024, 100_000)
+    .with_persistent(true)
+    .with_durable_after_sync(true)
+    .with_tracks_snapshot_reads(true);
+
+/// How to open a [`FjallStore`].
+///
+/// `#[non_exhaustive]` so that options can be added: start from [`FjallConfig::new`] and change
+/// what you need with the `with_*` setters. [`Self::compression`] and [`Self::blob_threshold`]
+/// are fixed when a database is created (fjall stores them with each keyspace); reopening an
+/// existing database keeps the ones it was created with.
+///
+/// ```
+/// # use percolator_backend_fjall::FjallConfig;
+/// let config = FjallConfig::new("/tmp/db")
+///     .with_cache_capacity(64 << 20)
+///     .with_blob_threshold(None);
+/// assert_eq!(config.blob_threshold, None);
+/// assert!(config.compression);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FjallConfig {
+    /// Directory of the database.
+    pub path: PathBuf,
+    /// fjall's block cache size in bytes.
+    pub cache_capacity: u64,
+    /// lz4-compress data blocks on every level and journal entries of 4 KiB and more. Off: no
+    /// compression at all.
+    pub compression: bool,
+    /// Data-family values of at least this many bytes are stored in fjall's blob files
+    /// (key-value separation); `None` keeps every value inline.
+    pub blob_threshold: Option<u32>,
+    /// fjall's flush and compaction threads; `None` for fjall's default (the number of cores, at
+    /// most 4).
+    pub worker_threads: Option<usize>,
+}
+
+impl FjallConfig {
+    /// Defaults for `path`: 256 MiB cache, lz4 compression, blob files for data values of
+    /// 4 KiB and more, fjall's default worker threads.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            cache_capacity: 256 * 1024 * 1024,
+            compression: true,
+            blob_threshold: Some(4 * 1024),
+            worker_threads: None,
+        }
+    }
+
+    /// Sets [`Self::path`].
+    #[must_use]
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Sets [`Self::cache_capacity`].
+    #[must_use]
+    pub fn with_cache_capacity(mut self, cache_capacity: u64) -> Self {
+        self.cache_capacity = cache_capacity;
+        self
+    }
+
+    /// Sets [`Self::compression`].
+    #[must_use]
+    pub fn with_compression(mut self, compression: bool) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets [`Self::blob_threshold`].
+    #[must_use]
+    pub fn with_blob_threshold(mut self, blob_threshold: Option<u32>) -> Self {
+        self.blob_threshold = blob_threshold;
+        self
+    }
+
+    /// Sets [`Self::worker_threads`] (a value of 0 counts as 1).
+    #[must_use]
+    pub fn with_worker_threads(mut self, worker_threads: Option<usize>) -> Self {
+        self.worker_threads = worker_threads;
+        self
+    }
+}
+
+/// The fjall-backed store. See the crate docs.
+pub struct FjallStore {
+    db: Database,
+    /// One keyspace per family, in [`Family::index`] order.
+    keyspaces: Vec<Keyspace>,
+    /// Group commit for `sync`: one `fsync` at a time.
+    group_sync: GroupSync,
+    /// Row latches, snapshot admission and scan gates (see the crate docs).
+    latches: RowLatches,
+    path: PathBuf,
+    /// `fjall:` and the canonical database path ([`RowStore::store_id`]).
+    id: String,
+}
+
+impl std::fmt::Debug for FjallStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// A fjall error as a [`StoreError`]: failed checksums and undecodable blocks or journal entries
+/// are [`StoreError::Corrupt`], everything else a backend error.
+fn backend(context: &str, e: fjall::Error) -> StoreError {
+    use fjall::LsmError;
+    let corrupt = match &e {
+        fjall::Error::Storage(inner) => matches!(
+            inner,
+            LsmError::ChecksumMismatch { .. }
+                | LsmError::Decompress(_)
+                | LsmError::InvalidTag(_)
+                | LsmError::InvalidTrailer
+                | LsmError::InvalidHeader(_)
+                | LsmError::Utf8(_)
+        ),
+        fjall::Error::Decompress(_)
+        | fjall::Error::InvalidTrailer
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::JournalRecovery(_) => true,
+        _ => false,
+    };
+    if corrupt {
+        StoreError::Corrupt(format!("fjall: {context}: {e}"))
+    } else {
+        StoreError::backend(format!("fjall: {context}"), e)
+    }
+}
+
+fn corrupt(e: KeyError) -> StoreError {
+    StoreError::Corrupt(format!("undecodable key in fjall keyspace: {e}"))
+}
+
+/// The first key of `keyspace` in `range` as seen by `snapshot`, without loading its value.
+fn first_key<R: std::ops::RangeBounds<Vec<u8>>>(
+    snapshot: &Snapshot,
+    keyspace: &Keyspace,
+    range: R,
+    context: &str,
+) -> Result<Option<fjall::UserKey>, StoreError> {
+    snapshot
+        .range(keyspace, range)
+        .next()
+        .map(|guard| guard.key().map_err(|e| backend(context, e)))
+        .transpose()
+}
+
+impl FjallStore {
+    /// Opens (or creates) a store at `path` with default settings.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(FjallConfig::new(path.as_ref()))
+    }
+
+    /// Opens (or creates) a store.
+    pub fn open_with(config: FjallConfig) -> Result<Self, StoreError> {
+        let compression = if config.compression {
+            CompressionType::Lz4
+        } else {
+            CompressionType::None
+        };
+        let mut builder = Database::builder(&config.path)
+            .cache_size(config.cache_capacity)
+            .journal_compression(compression);
+        if let Some(threads) = config.worker_threads {
+            builder = builder.worker_threads(threads.max(1));
+        }
+        let db = builder.open().map_err(|e| backend("open", e))?;
+        // fjall created the directory: its canonical path names the data however it was reached.
+        let canonical = std::fs::canonicalize(&config.path).map_err(|e| {
+            StoreError::backend(format!("canonicalize {}", config.path.display()), e)
+        })?;
+        let keyspaces = Family::ALL
+            .iter()
+            .map(|family| {
+                db.keyspace(family.name(), || {
+                    let options = KeyspaceCreateOptions::default()
+                        .data_block_compression_policy(CompressionPolicy::all(compression));
+                    match config.blob_threshold {
+                        Some(threshold) if *family == Family::Data => {
+                            options.with_kv_separation(Some(
+                                KvSeparationOptions::default()
+                                    .compression(compression)
+                                    .separation_threshold(threshold),
+                            ))
+                        }
+                        _ => options,
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| backend("open keyspace", e))?;
+        Ok(Self {
+            db,
+            keyspaces,
+            group_sync: GroupSync::default(),
+            latches: RowLatches::new(),
+            path: config.path,
+            id: format!("fjall:{}", canonical.display()),
+        })
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes fjall reports on disk (journals, tables and blob files).
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db.disk_space().map_err(|e| backend("disk_space", e))
+    }
+
+    /// The keyspace of `family`.
+    fn keyspace(&self, family: Family) -> &Keyspace {
+        &self.keyspaces[family.index()]
+    }
+
+    /// Cells of one family of one row, as `snapshot` sees them.
+    fn read_family(
+        &self,
+        snapshot: &Snapshot,
+        row_prefix: &[u8],
+        table: &[u8],
+        row: &[u8],
+        read: &FamilyRead,
+    ) -> Result<Vec<Cell>, StoreError> {
+        let keyspace = self.keyspace(read.family);
+        let mut out = Vec::new();
+        match &read.columns {
+            Columns::Only(_) if read.ts.is_empty() => {}
+            Columns::Only(list) => {
+                let mut list = list.clone();
+                list.sort();
+                list.dedup();
+                let limit = read.max_versions.unwrap_or(usize::MAX);
+                for column in &list {
+                    let prefix = key::column_prefix(table, row, column);
+                    let (lo, hi) = version_bounds(&prefix, read.ts);
+                    for guard in snapshot.range(keyspace, lo..=hi).take(limit) {
+                        let (k, v) = guard.into_inner().map_err(|e| backend("read", e))?;
+                        let ts =
+                            key::decode_ts(&k[prefix.len()..], prefix.len()).map_err(corrupt)?;
+                        out.push(Cell {
+                            column: column.clone(),
+                            ts,
+                            value: Bytes::copy_from_slice(&v),
+                        });
+                    }
+                }
+            }
+            Columns::All if read.ts.is_empty() => {}
+            Columns::All => {
+                // One pass over the row, seeking past what the read does not want: versions
+                // newer than the range, and a column's versions past the range or past
+                // `max_versions`. Old versions are skipped by a seek, never read, and a
+                // skipped key's value (maybe in a blob file) is never loaded.
+                let limit = read.max_versions.unwrap_or(usize::MAX);
+                let row_end = prefix_end(row_prefix);
+                let mut cursor = row_prefix.to_vec();
+                let mut taken: Option<(Vec<u8>, usize)> = None;
+                'seek: loop {
+                    for guard in snapshot.range(keyspace, cursor.clone()..row_end.clone()) {
+                        let (k, v) = guard
+                            .into_inner_if(|k| {
+                                classify(row_prefix, read.ts, limit, k, &taken)
+                                    .is_ok_and(|step| step.seek.is_none())
+                            })
+                            .map_err(|e| backend("read", e))?;
+                        let RowStep {
+                            column,
+                            ts,
+                            count,
+                            seek,
+                        } = classify(row_prefix, read.ts, limit, &k, &taken)?;
+                        if let Some(next) = seek {
+                            cursor = next;
+                            continue 'seek;
+                        }
+                        let Some(v) = v else {
+                            return Err(StoreError::Backend {
+                                message: "fjall: read: value not loaded".into(),
+                                source: None,
+                            });
+                        };
+                        out.push(Cell {
+                            column: Bytes::copy_from_slice(&column),
+                            ts,
+                            value: Bytes::copy_from_slice(&v),
+                        });
+                        taken = Some((column, count + 1));
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies planned writes atomically (and crash-atomically) across keyspaces.
+    fn commit_writes(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
+        match <[KeyWrite; 1]>::try_from(writes) {
+            Ok([single]) => {
+                // One key: a plain insert or remove (the journal entry of a one-item batch,
+                // without the batch's bookkeeping).
+                let keyspace = self.keyspace(single.family);
+                match single.value {
+                    Some(v) => keyspace.insert(single.key, v.as_ref()),
+                    None => keyspace.remove(single.key),
+                }
+                .map_err(|e| backend("write", e))
+            }
+            Err(many) if many.is_empty() => Ok(()),
+            Err(many) => {
+                // `Database::batch` hands each batch to the OS on commit (PersistMode::Buffer).
+                let mut batch = self.db.batch();
+                for w in many {
+                    let keyspace = self.keyspace(w.family);
+                    match w.value {
+                        Some(v) => batch.insert(keyspace, w.key, v.as_ref()),
+                        None => batch.remove(keyspace, w.key),
+                    }
+                }
+                batch.commit().map_err(|e| backend("write batch", e))
+            }
+        }
+    }
+
+    fn mutate_one(&self, item: &RowMutation) -> Result<MutationOutcome, StoreError> {
+        let _latch = self.latches.write(&item.table, &item.row);
+        let snapshot = self.db.snapshot();
+        let mut writes = Vec::new();
+        let view = View {
+            store: self,
+            snapshot: &snapshot,
+        };
+        let outcome = plan(&self.latches, &view, item, &mut writes)?;
+        drop(snapshot);
+        if outcome.applied() {
+            self.commit_writes(writes)?;
+        }
+        Ok(outcome)
+    }
+
+    fn mutate_distinct_rows(
+        &self,
+        batch: &[RowMutation],
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
+        let _latches = self.latches.write_rows(batch);
+        let snapshot = self.db.snapshot();
+        let mut writes = Vec::new();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let view = View {
+            store: self,
+            snapshot: &snapshot,
+        };
+        for item in batch {
+            outcomes.push(plan(&self.latches, &view, item, &mut writes)?);
+        }
+        drop(snapshot);
+        self.commit_writes(writes)?;
+        Ok(outcomes)
+    }
+}
+
+/// What a row read does with one key of the row ([`classify`]).
+struct RowStep {
+    /// The key's column.
+    column: Vec<u8>,
+    /// Its version.
+    ts: u64,
+    /// Versions of `column` already taken.
+    count: usize,
+    /// `None` to take the key, or the key to seek to instead.
+    seek: Option<Vec<u8>>,
+}
+
+/// Classifies key `k` of the row `row_prefix` for a read of versions `ts`, at most `limit` per
+/// column, that has `taken` versions of its last column so far.
+fn classify(
+    row_prefix: &[u8],
+    ts: TsRange,
+    limit: usize,
+    k: &[u8],
+    taken: &Option<(Vec<u8>, usize)>,
+) -> Result<RowStep, StoreError> {
+    let rest = k.get(row_prefix.len()..).unwrap_or_default();
+    let (column, used) = key::decode_bytes(rest, row_prefix.len()).map_err(corrupt)?;
+    let at = row_prefix.len() + used;
+    let version = key::decode_ts(&k[at..], at).map_err(corrupt)?;
+    let count = match taken {
+        Some((c, n)) if *c == column => *n,
+        _ => 0,
+    };
+    let seek = if version > ts.hi {
+        // Newer than the range: jump to the range's newest version.
+        Some(version_bounds(&k[..at], ts).0)
+    } else if version < ts.lo || count >= limit {
+        // Past the range or the version limit: jump to the next column.
+        Some(prefix_end(&k[..at]))
+    } else {
+        None
+    };
+    Ok(RowStep {
+        column,
+        ts: version,
+        count,
+        seek,
+    })
+}
+
+/// The keyspaces as one fjall snapshot sees them, for [`plan`] (the caller holds the row
+/// latch).
+struct View<'a> {
+    store: &'a FjallStore,
+    snapshot: &'a Snapshot,
+}
+
+impl KeyLookup for View<'_> {
+    fn any_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<bool, StoreError> {
+        let keyspace = self.store.keyspace(family);
+        Ok(first_key(
+            self.snapshot,
+            keyspace,
+            lo.to_vec()..=hi.to_vec(),
+            "condition",
+        )?
+        .is_some())
+    }
+
+    fn holds_value(
+        &self,
+        family: Family,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let keyspace = self.store.keyspace(family);
+        match value {
+            None => self.snapshot.contains_key(keyspace, key),
+            Some(value) => self
+                .snapshot
+                .get(keyspace, key)
+                .map(|v| v.is_some_and(|v| v.as_ref() == value)),
+        }
+        .map_err(|e| backend("condition", e))
+    }
+
+    fn keys_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        let keyspace = self.store.keyspace(family);
+        self.snapshot
+            .range(keyspace, lo.to_vec()..=hi.to_vec())
+            .map(|guard| {
+                guard
+                    .key()
+                    .map(|k| k.to_vec())
+                    .map_err(|e| backend("delete range", e))
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl RowStore for FjallStore {
+    fn name(&self) -> &'static str {
+        "fjall"
+    }
+
+    fn limits(&self) -> StoreLimits {
+        FJALL_LIMITS
+    }
+
+    /// `fjall:` and the canonical database path: every handle on one database has the same id
+    /// (fjall lets one process open a database once at a time; this keeps a reopened handle on
+    /// the same oracle).
+    fn store_id(&self) -> String {
+        self.id.clone()
+    }
+
+    async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
+        tokio::task::consume_budget().await;
+        let snapshot = if request.snapshot_ts.is_some() {
+            self.latches.admit(request.snapshot_ts);
+            // A mutation that checked the condition before the admission holds the latch until
+            // its batch is visible: the snapshot opened after it includes it.
+            let _latch = self.latches.read(&request.table, &request.row);
+            self.db.snapshot()
+        } else {
+            // One snapshot: never half of a batch, so no latch (see the crate docs).
+            self.db.snapshot()
+        };
+        let prefix = key::row_prefix(&request.table, &request.row);
+        request
+            .reads
+            .iter()
+            .map(|read| self.read_family(&snapshot, &prefix, &request.table, &request.row, read))
+            .collect()
+    }
+
+    async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
+        tokio::task::consume_budget().await;
+        if request.snapshot_ts.is_some() {
+            self.latches.admit(request.snapshot_ts);
+            self.latches.cycle_scan_gates();
+        }
+        let snapshot = self.db.snapshot();
+        let table_prefix = key::table_prefix(&request.table);
+        let mut cursor = match &request.start {
+            Bound::Included(r) => key::row_prefix(&request.table, r),
+            Bound::Excluded(r) => prefix_end(&key::row_prefix(&request.table, r)),
+            Bound::Unbounded => table_prefix.clone(),
+        };
+        let table_end = prefix_end(&table_prefix);
+        let keyspace = self.keyspace(request.read.family);
+        let mut out = Vec::new();
+        while request.row_limit.is_none_or(|limit| out.len() < limit) {
+            let Some(k) = first_key(
+                &snapshot,
+                keyspace,
+                cursor.clone()..table_end.clone(),
+                "scan",
+            )?
+            else {
+                break;
+            };
+            let rest = k.get(table_prefix.len()..).unwrap_or_default();
+            let (row, used) = key::decode_bytes(rest, table_prefix.len()).map_err(corrupt)?;
+            if percolator_core::store::row_past_end(&row, &request.end) {
+                break;
+            }
+            let row_prefix = &k[..table_prefix.len() + used];
+            let cells =
+                self.read_family(&snapshot, row_prefix, &request.table, &row, &request.read)?;
+            cursor = prefix_end(row_prefix);
+            if !cells.is_empty() {
+                out.push(RowCells {
+                    row: Bytes::from(row),
+                    cells,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn mutate_rows(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
+        tokio::task::consume_budget().await;
+        validate_batch(&batch, &FJALL_LIMITS)?;
+        // Taken before any row latch (a scan cycling the gates holds no latch).
+        let _gate = self.latches.gate_for(&batch);
+        if rows_are_distinct(&batch) {
+            self.mutate_distinct_rows(&batch)
+        } else {
+            // Items on the same row must see each other's effects: apply one by one.
+            batch.iter().map(|item| self.mutate_one(item)).collect()
+        }
+    }
+
+    async fn sync(&self) -> Result<(), StoreError> {
+        // `persist` fsyncs the journal: blocking disk I/O, on tokio's blocking pool.
+        let db = self.db.clone();
+        self.group_sync
+            .sync("fjall", move || {
+                db.persist(PersistMode::SyncAll)
+                    .map_err(|e| backend("persist", e))
+            })
+            .await
+    }
+
+    /// Skips from table to table in each family's keyspace: one seek per table.
+    async fn tables(&self) -> Result<Vec<Bytes>, StoreError> {
+        let snapshot = self.db.snapshot();
+        let mut tables = std::collections::BTreeSet::new();
+        for keyspace in &self.keyspaces {
+            let mut cursor = Vec::new();
+            while let Some(k) = first_key(&snapshot, keyspace, cursor.clone().., "listing tables")?
+            {
+                let (table, _) = key::decode_bytes(&k, 0).map_err(corrupt)?;
+                cursor = prefix_end(&key::table_prefix(&table));
+                tables.insert(Bytes::from(table));
+            }
+        }
+        Ok(tables.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_all(store: &FjallStore, family: Family) -> Result<Vec<RowCells>, StoreError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(store.scan(Scan {
+            snapshot_ts: None,
+            table: Bytes::from("t"),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            read: FamilyRead::all(family),
+            row_limit: None,
+        }))
+    }
+
+    #[test]
+    fn corrupt_keys_in_a_keyspace_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FjallStore::open(dir.path()).unwrap();
+        // A key that starts like table "t" but is cut short.
+        let mut bad = key::table_prefix(b"t");
+        bad.extend_from_slice(&[1, 2, 3]);
+        store.keyspace(Family::Data).insert(bad, &b"x"[..]).unwrap();
+        let err = scan_all(&store, Family::Data).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+
+        // A whole row key whose column part is cut short, read through `read_row`.
+        let mut bad = key::row_prefix(b"t", b"r");
+        bad.extend_from_slice(&[7; 5]);
+        store.keyspace(Family::Lock).insert(bad, &b"x"[..]).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(store.read_row(ReadRow {
+                table: Bytes::from("t"),
+                row: Bytes::from("r"),
+                reads: vec![FamilyRead::all(Family::Lock)],
+                snapshot_ts: None,
+            }))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+
+        // A key that is not even a table prefix.
+        store
+            .keyspace(Family::Write)
+            .insert(&[0x01u8][..], &b"x"[..])
+            .unwrap();
+        let err = rt.block_on(store.tables()).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    }
+}
