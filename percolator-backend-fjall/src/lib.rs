@@ -105,7 +105,6 @@ pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod kill9;
 
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -116,7 +115,8 @@ use fjall::{
     Readable as _, Snapshot,
 };
 use percolator_core::embedded::{
-    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, version_bounds,
+    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
+    version_bounds,
 };
 use percolator_core::key::{self, KeyError};
 use percolator_core::store::validate_batch;
@@ -640,19 +640,14 @@ impl RowStore for FjallStore {
         }
         let snapshot = self.db.snapshot();
         let table_prefix = key::table_prefix(&request.table);
-        let mut cursor = match &request.start {
-            Bound::Included(r) => key::row_prefix(&request.table, r),
-            Bound::Excluded(r) => prefix_end(&key::row_prefix(&request.table, r)),
-            Bound::Unbounded => table_prefix.clone(),
-        };
-        let table_end = prefix_end(&table_prefix);
+        let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
         let keyspace = self.keyspace(request.read.family);
         let mut out = Vec::new();
         while request.row_limit.is_none_or(|limit| out.len() < limit) {
             let Some(k) = first_key(
                 &snapshot,
                 keyspace,
-                cursor.clone()..table_end.clone(),
+                cursor.clone()..scan_end.clone(),
                 "scan",
             )?
             else {
@@ -724,6 +719,7 @@ impl RowStore for FjallStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Bound;
 
     fn scan_all(store: &FjallStore, family: Family) -> Result<Vec<RowCells>, StoreError> {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -85,13 +85,13 @@ pub mod compact;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use percolator_core::embedded::{
-    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, version_bounds,
+    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
+    version_bounds,
 };
 use percolator_core::key::{self, KeyError};
 use percolator_core::store::validate_batch;
@@ -474,15 +474,11 @@ impl RowStore for SledStore {
             self.latches.cycle_scan_gates();
         }
         let table_prefix = key::table_prefix(&request.table);
-        let mut cursor = match &request.start {
-            Bound::Included(r) => key::row_prefix(&request.table, r),
-            Bound::Excluded(r) => prefix_end(&key::row_prefix(&request.table, r)),
-            Bound::Unbounded => table_prefix.clone(),
-        };
+        let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
         let tree = self.tree(request.read.family);
         let mut out = Vec::new();
         while request.row_limit.is_none_or(|limit| out.len() < limit) {
-            let Some(item) = tree.range(cursor.as_slice()..).next() else {
+            let Some(item) = tree.range(cursor.as_slice()..scan_end.as_slice()).next() else {
                 break;
             };
             let (k, _) = item.map_err(|e| backend("scan", e))?;
@@ -558,6 +554,7 @@ impl RowStore for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Bound;
 
     #[test]
     fn corrupt_keys_in_a_tree_are_errors() {

@@ -16,6 +16,7 @@
 //! - Key helpers for point and range lookups on [`crate::key`]'s layout.
 
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use bytes::Bytes;
@@ -316,6 +317,23 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     key::prefix_successor(prefix).unwrap_or_else(|| vec![0xFF; prefix.len() + 1])
 }
 
+/// The key range `[start, end)` of a scan of `table` over rows `start..end`: the scan never
+/// looks at keys past its last row. (On an LSM engine a key past the last row can lie behind
+/// any number of tombstones: an unbounded range would walk them all to find it.)
+pub fn scan_range(table: &[u8], start: &Bound<Bytes>, end: &Bound<Bytes>) -> (Vec<u8>, Vec<u8>) {
+    let first = match start {
+        Bound::Included(r) => key::row_prefix(table, r),
+        Bound::Excluded(r) => prefix_end(&key::row_prefix(table, r)),
+        Bound::Unbounded => key::table_prefix(table),
+    };
+    let last = match end {
+        Bound::Included(r) => prefix_end(&key::row_prefix(table, r)),
+        Bound::Excluded(r) => key::row_prefix(table, r),
+        Bound::Unbounded => prefix_end(&key::table_prefix(table)),
+    };
+    (first, last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,6 +418,20 @@ mod tests {
         assert_eq!(hi, cell_key(b"t", b"r", b"c", 5));
         assert!(lo < cell_key(b"t", b"r", b"c", 7) && cell_key(b"t", b"r", b"c", 7) < hi);
         assert!(prefix_end(&prefix) > cell_key(b"t", b"r", b"c", 0));
+    }
+
+    #[test]
+    fn scan_ranges_end_at_the_last_row() {
+        let row = |r: &str| Bytes::from(r.to_owned());
+        let key = |r: &str| cell_key(b"t", r.as_bytes(), b"c", 7);
+        let (lo, hi) = scan_range(b"t", &Bound::Included(row("b")), &Bound::Included(row("b")));
+        assert!(lo <= key("b") && key("b") < hi);
+        assert!(key("a") < lo && key("ba") >= hi && key("c") >= hi);
+        let (lo, hi) = scan_range(b"t", &Bound::Excluded(row("a")), &Bound::Excluded(row("c")));
+        assert!(key("a") < lo && lo <= key("b") && key("b") < hi && key("c") >= hi);
+        let (lo, hi) = scan_range(b"t", &Bound::Unbounded, &Bound::Unbounded);
+        assert!(lo <= key("") && key("zzz") < hi);
+        assert!(cell_key(b"u", b"a", b"c", 1) >= hi && cell_key(b"s", b"z", b"c", 1) < lo);
     }
 
     #[tokio::test]
