@@ -103,7 +103,7 @@ enum Command {
         /// System under test.
         #[arg(long, value_enum)]
         backend: TpceSystem,
-        /// Database directory (sled, sled-peer); emptied first.
+        /// Database directory (sled, fjall, sled-peer); emptied first.
         #[arg(long, default_value = "target/bench/tpce-db")]
         db: PathBuf,
         /// The smoke configuration (300 customers, 2 s) instead of the full one (2 000, 10 s).
