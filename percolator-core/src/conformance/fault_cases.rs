@@ -364,6 +364,44 @@ pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
     assert_all(&cleaner, "new").await;
 }
 
+/// `Client::run` retries a transaction whose begin failed retryably: here the oracle's refill
+/// cannot sync its new mark, so the first start timestamp is refused.
+pub async fn run_retries_a_failed_begin<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    // A 1 ms window: after a pause, the next timestamp needs a refill (and its sync).
+    let oracle: Arc<dyn crate::TimestampOracle> = Arc::new(
+        crate::LocalOracle::with_window(Arc::clone(&store), Duration::from_millis(1))
+            .await
+            .unwrap(),
+    );
+    let c = Client::builder(Arc::clone(&store))
+        .oracle(oracle)
+        .config(fast_config())
+        .build()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.fail_syncs(1);
+    let mut bodies = 0u32;
+    c.run(|txn| -> BoxFuture<'_, crate::Result<()>> {
+        bodies += 1;
+        Box::pin(async move { txn.set(TABLE, "begin-retried", "c", "v") })
+    })
+    .await
+    .expect("a failed begin is retried");
+    assert_eq!(
+        store.injected().syncs_failed,
+        1,
+        "the sync failure was injected"
+    );
+    assert_eq!(bodies, 1, "the body runs only once the begin succeeded");
+    let txn = c.begin().await.unwrap();
+    assert_eq!(
+        txn.get(TABLE, "begin-retried", "c").await.unwrap(),
+        Some(Bytes::from("v"))
+    );
+}
+
 /// A multi-row (two-phase) commit whose `sync` fails after the commit point: the caller gets
 /// [`Error::CommittedNotDurable`] with the commit timestamp, never a retryable error; the
 /// transaction is committed (its primary says so) and every row becomes visible.

@@ -197,6 +197,7 @@ macro_rules! conformance_tests {
             fault_live_lock_times_out_reader => fault_cases::live_lock_times_out_reader,
             fault_heartbeat_keeps_long_commit_alive => fault_cases::heartbeat_keeps_long_commit_alive,
             fault_sync_failure_after_commit_point => fault_cases::sync_failure_after_commit_point,
+            fault_run_retries_a_failed_begin => fault_cases::run_retries_a_failed_begin,
             fault_failed_reads_and_dropped_batches => fault_cases::failed_reads_and_dropped_batches,
             fault_settle_undetermined_commits => fault_cases::settle_undetermined_commits,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,

@@ -35,9 +35,12 @@ impl<S: RowStore> Client<S> {
         let mut backoff = Backoff::from_config(self.config());
         let mut attempt = 1u32;
         loop {
-            let mut txn = self.begin().await?;
-            let result = match body(&mut txn).await {
-                Ok(value) => txn.commit().await.map(|_| value),
+            // A failed begin (the oracle's refill could not sync, say) is an attempt too.
+            let result = match self.begin().await {
+                Ok(mut txn) => match body(&mut txn).await {
+                    Ok(value) => txn.commit().await.map(|_| value),
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             match result {
