@@ -51,7 +51,7 @@
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
 //! transactions commit in one row mutation conditional on
-//! [`Condition::NoSnapshotReadSince`](percolator_core::Condition::NoSnapshotReadSince): the newest `snapshot_ts` any read or scan was admitted at
+//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
 //! is one atomic, raised *before* the reader opens its fjall snapshot. The argument that no
 //! admitted reader misses a mutation whose condition held is the sled backend's:
 //! - the mutation checks the atomic under its row's write latch and keeps the latch until its
@@ -99,6 +99,8 @@
 //! ## Limits
 //! Keys up to 16 KiB encoded (fjall: 64 KiB), values up to 16 MiB (fjall: 4 GiB), 100 000 row
 //! mutations per batch — the sled backend's limits, so data moves between the two.
+//!
+//! [`Condition::NoSnapshotReadSince`]: percolator_core::Condition::NoSnapshotReadSince
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -655,9 +657,6 @@ impl RowStore for FjallStore {
             };
             let rest = k.get(table_prefix.len()..).unwrap_or_default();
             let (row, used) = key::decode_bytes(rest, table_prefix.len()).map_err(corrupt)?;
-            if percolator_core::store::row_past_end(&row, &request.end) {
-                break;
-            }
             let row_prefix = &k[..table_prefix.len() + used];
             let cells =
                 self.read_family(&snapshot, row_prefix, &request.table, &row, &request.read)?;

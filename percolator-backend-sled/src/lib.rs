@@ -29,7 +29,7 @@
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
 //! transactions commit in one row mutation conditional on
-//! [`Condition::NoSnapshotReadSince`](percolator_core::Condition::NoSnapshotReadSince): the newest `snapshot_ts` any read or scan was admitted at
+//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
 //! is one atomic, raised *before* the reader looks anything up. The argument that no admitted
 //! reader misses a mutation whose condition held:
 //! - the mutation checks the atomic under its row's write latch and keeps the latch until its
@@ -80,6 +80,8 @@
 //!
 //! ## Limits
 //! Keys up to 16 KiB encoded, values up to 16 MiB, 100 000 row mutations per batch.
+//!
+//! [`Condition::NoSnapshotReadSince`]: percolator_core::Condition::NoSnapshotReadSince
 
 pub mod compact;
 #[cfg(feature = "conformance")]
@@ -487,9 +489,6 @@ impl RowStore for SledStore {
             }
             let (row, used) =
                 key::decode_bytes(&k[table_prefix.len()..], table_prefix.len()).map_err(corrupt)?;
-            if percolator_core::store::row_past_end(&row, &request.end) {
-                break;
-            }
             let row_prefix = &k[..table_prefix.len() + used];
             let cells = {
                 let _latch = self.latches.read(&request.table, &row);
