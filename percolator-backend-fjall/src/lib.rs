@@ -26,6 +26,15 @@
 //! These options are stored with each keyspace when it is created: they apply to new
 //! databases; an existing one keeps the options it was created with.
 //!
+//! Two families also live partly in memory (Bigtable's in-memory locality groups), because an
+//! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
+//! locks and notifications are each written once and deleted once:
+//! - the `lock_mirror` module: the live lock keys, which answer the lock family's conditions;
+//! - the `notify_rows` module: the rows that may hold notifications, which the observers' scans walk.
+//!
+//! Both are rebuilt from the engine on open and hold only what is live: the transactions in
+//! flight and the backlog of notifications.
+//!
 //! ## Atomicity
 //! fjall is single-process. Per-row atomicity comes from **in-process row latches** (4096
 //! striped `RwLock`s hashed by `(table, row)`), as in the sled backend: a row mutation takes its
@@ -106,6 +115,8 @@
 pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod kill9;
+mod lock_mirror;
+mod notify_rows;
 
 use std::path::{Path, PathBuf};
 
@@ -128,6 +139,9 @@ use percolator_core::{
 };
 
 pub use percolator_core::embedded::SCAN_GATES;
+
+use crate::lock_mirror::LockMirror;
+use crate::notify_rows::{NotifyChange, NotifyRows};
 
 /// The limits of [`FjallStore`] (the sled backend's: both fit in fjall's 64 KiB keys and 4 GiB
 /// values).
@@ -227,6 +241,10 @@ pub struct FjallStore {
     group_sync: GroupSync,
     /// Row latches, snapshot admission and scan gates (see the crate docs).
     latches: RowLatches,
+    /// The rows that may hold notify cells ([`notify_rows`]).
+    notify_rows: NotifyRows,
+    /// The live keys of the lock family, for condition checks ([`lock_mirror`]).
+    locks: LockMirror,
     path: PathBuf,
     /// `fjall:` and the canonical database path ([`RowStore::store_id`]).
     id: String,
@@ -329,14 +347,89 @@ impl FjallStore {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| backend("open keyspace", e))?;
-        Ok(Self {
+        let store = Self {
             db,
             keyspaces,
             group_sync: GroupSync::default(),
             latches: RowLatches::new(),
+            notify_rows: NotifyRows::default(),
+            locks: LockMirror::default(),
             path: config.path,
             id: format!("fjall:{}", canonical.display()),
-        })
+        };
+        store.load_notify_rows()?;
+        store.load_locks()?;
+        Ok(store)
+    }
+
+    /// Fills [`Self::locks`] from the lock keyspace.
+    fn load_locks(&self) -> Result<(), StoreError> {
+        for guard in self.db.snapshot().iter(self.keyspace(Family::Lock)) {
+            let (k, v) = guard.into_inner().map_err(|e| backend("open", e))?;
+            self.locks.load(k.to_vec(), Bytes::copy_from_slice(&v));
+        }
+        Ok(())
+    }
+
+    /// Fills [`Self::notify_rows`] from the notify keyspace: one seek per row that holds a
+    /// notification.
+    fn load_notify_rows(&self) -> Result<(), StoreError> {
+        let snapshot = self.db.snapshot();
+        let keyspace = self.keyspace(Family::Notify);
+        let mut cursor = Vec::new();
+        while let Some(k) = first_key(&snapshot, keyspace, cursor.clone().., "open")? {
+            let (_, table_len) = key::decode_bytes(&k, 0).map_err(corrupt)?;
+            let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
+            let row_prefix = k[..table_len + row_len].to_vec();
+            cursor = prefix_end(&row_prefix);
+            self.notify_rows.insert(row_prefix);
+        }
+        Ok(())
+    }
+
+    /// Whether the latest state of the engine holds a notify key in the row `row_prefix`.
+    fn row_has_notifications(&self, row_prefix: &[u8]) -> Result<bool, StoreError> {
+        let snapshot = self.db.snapshot();
+        Ok(first_key(
+            &snapshot,
+            self.keyspace(Family::Notify),
+            row_prefix.to_vec()..prefix_end(row_prefix),
+            "notify rows",
+        )?
+        .is_some())
+    }
+
+    /// Applies `writes` for the applied items of `items` (under their row latches), keeping
+    /// [`Self::notify_rows`] a superset of the rows with notify cells: rows that get a
+    /// notification enter the set before the writes, rows that only lost some leave it after
+    /// them if they hold none.
+    fn apply(
+        &self,
+        items: &[(&RowMutation, MutationOutcome)],
+        writes: Vec<KeyWrite>,
+    ) -> Result<(), StoreError> {
+        let mut emptied = Vec::new();
+        for (item, outcome) in items {
+            if !outcome.applied() {
+                continue;
+            }
+            match NotifyChange::of(item) {
+                NotifyChange::None => {}
+                NotifyChange::Puts => self
+                    .notify_rows
+                    .insert(key::row_prefix(&item.table, &item.row)),
+                NotifyChange::OnlyDeletes => emptied.push(key::row_prefix(&item.table, &item.row)),
+            }
+        }
+        let lock_writes = LockMirror::writes_of(&writes);
+        self.commit_writes(writes)?;
+        self.locks.applied(lock_writes);
+        for row_prefix in emptied {
+            if !self.row_has_notifications(&row_prefix)? {
+                self.notify_rows.remove(&row_prefix);
+            }
+        }
+        Ok(())
     }
 
     /// The database directory.
@@ -435,6 +528,36 @@ impl FjallStore {
         Ok(out)
     }
 
+    /// A scan of the notify family that is not a snapshot read: the rows of [`Self::notify_rows`]
+    /// in `[cursor, scan_end)`, each read from `snapshot` (rows that got their first
+    /// notification after it read as empty and are left out, as rows emptied meanwhile are).
+    fn scan_notify_rows(
+        &self,
+        snapshot: &Snapshot,
+        table_prefix: &[u8],
+        cursor: &[u8],
+        scan_end: &[u8],
+        request: &Scan,
+    ) -> Result<Vec<RowCells>, StoreError> {
+        let mut out = Vec::new();
+        for row_prefix in self.notify_rows.range(cursor, scan_end) {
+            if request.row_limit.is_some_and(|limit| out.len() >= limit) {
+                break;
+            }
+            let rest = row_prefix.get(table_prefix.len()..).unwrap_or_default();
+            let (row, _) = key::decode_bytes(rest, table_prefix.len()).map_err(corrupt)?;
+            let cells =
+                self.read_family(snapshot, &row_prefix, &request.table, &row, &request.read)?;
+            if !cells.is_empty() {
+                out.push(RowCells {
+                    row: Bytes::from(row),
+                    cells,
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Applies planned writes atomically (and crash-atomically) across keyspaces.
     fn commit_writes(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
         match <[KeyWrite; 1]>::try_from(writes) {
@@ -475,7 +598,7 @@ impl FjallStore {
         let outcome = plan(&self.latches, &view, item, &mut writes)?;
         drop(snapshot);
         if outcome.applied() {
-            self.commit_writes(writes)?;
+            self.apply(&[(item, outcome)], writes)?;
         }
         Ok(outcome)
     }
@@ -492,11 +615,14 @@ impl FjallStore {
             store: self,
             snapshot: &snapshot,
         };
+        let mut items = Vec::with_capacity(batch.len());
         for item in batch {
-            outcomes.push(plan(&self.latches, &view, item, &mut writes)?);
+            let outcome = plan(&self.latches, &view, item, &mut writes)?;
+            items.push((item, outcome));
+            outcomes.push(outcome);
         }
         drop(snapshot);
-        self.commit_writes(writes)?;
+        self.apply(&items, writes)?;
         Ok(outcomes)
     }
 }
@@ -548,7 +674,8 @@ fn classify(
 }
 
 /// The keyspaces as one fjall snapshot sees them, for [`plan`] (the caller holds the row
-/// latch).
+/// latch), except the lock family, which comes from [`FjallStore::locks`]: under the row's
+/// latch it equals the engine's latest state, and nothing changes that row meanwhile.
 struct View<'a> {
     store: &'a FjallStore,
     snapshot: &'a Snapshot,
@@ -556,6 +683,9 @@ struct View<'a> {
 
 impl KeyLookup for View<'_> {
     fn any_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<bool, StoreError> {
+        if family == Family::Lock {
+            return Ok(self.store.locks.any_in(lo, hi));
+        }
         let keyspace = self.store.keyspace(family);
         Ok(first_key(
             self.snapshot,
@@ -572,6 +702,9 @@ impl KeyLookup for View<'_> {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
+        if family == Family::Lock {
+            return Ok(self.store.locks.holds_value(key, value));
+        }
         let keyspace = self.store.keyspace(family);
         match value {
             None => self.snapshot.contains_key(keyspace, key),
@@ -584,6 +717,9 @@ impl KeyLookup for View<'_> {
     }
 
     fn keys_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        if family == Family::Lock {
+            return Ok(self.store.locks.keys_in(lo, hi));
+        }
         let keyspace = self.store.keyspace(family);
         self.snapshot
             .range(keyspace, lo.to_vec()..=hi.to_vec())
@@ -643,6 +779,9 @@ impl RowStore for FjallStore {
         let snapshot = self.db.snapshot();
         let table_prefix = key::table_prefix(&request.table);
         let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
+        if request.read.family == Family::Notify && request.snapshot_ts.is_none() {
+            return self.scan_notify_rows(&snapshot, &table_prefix, &cursor, &scan_end, &request);
+        }
         let keyspace = self.keyspace(request.read.family);
         let mut out = Vec::new();
         while request.row_limit.is_none_or(|limit| out.len() < limit) {

@@ -260,6 +260,10 @@ pub fn plan(
             return Ok(MutationOutcome::ConditionFailed { condition: i });
         }
     }
+    // The item's mutations apply in order: a later one replaces an earlier write of the same
+    // key (an engine batch holding one key twice may apply either), and a range delete also
+    // takes the keys the item itself put before it.
+    let mut item_writes = ItemWrites::new(writes.len(), item.mutations.len());
     for m in &item.mutations {
         match m {
             Mutation::Put {
@@ -267,31 +271,79 @@ pub fn plan(
                 column,
                 ts,
                 value,
-            } => writes.push(KeyWrite {
-                family: *family,
-                key: cell_key(&item.table, &item.row, column, *ts),
-                value: Some(value.clone()),
-            }),
-            Mutation::Delete { family, column, ts } => writes.push(KeyWrite {
-                family: *family,
-                key: cell_key(&item.table, &item.row, column, *ts),
-                value: None,
-            }),
+            } => item_writes.set(
+                writes,
+                *family,
+                cell_key(&item.table, &item.row, column, *ts),
+                Some(value.clone()),
+            ),
+            Mutation::Delete { family, column, ts } => item_writes.set(
+                writes,
+                *family,
+                cell_key(&item.table, &item.row, column, *ts),
+                None,
+            ),
             Mutation::DeleteRange { ts, .. } if ts.is_empty() => {}
             Mutation::DeleteRange { family, column, ts } => {
                 let prefix = key::column_prefix(&item.table, &item.row, column);
                 let (lo, hi) = version_bounds(&prefix, *ts);
+                for w in &mut writes[item_writes.first..] {
+                    if w.family == *family && w.key.as_slice() >= lo.as_slice() && w.key <= hi {
+                        w.value = None;
+                    }
+                }
                 for key in lookup.keys_in(*family, &lo, &hi)? {
-                    writes.push(KeyWrite {
-                        family: *family,
-                        key,
-                        value: None,
-                    });
+                    item_writes.set(writes, *family, key, None);
                 }
             }
         }
     }
     Ok(MutationOutcome::Applied)
+}
+
+/// The writes of the item being planned: `writes[first..]`, indexed by key for a large item.
+struct ItemWrites {
+    first: usize,
+    /// `(family, key)` to its index in `writes`, for items of more than [`Self::SCAN_UP_TO`]
+    /// mutations (a small item searches its few writes instead).
+    by_key: Option<std::collections::HashMap<(Family, Vec<u8>), usize>>,
+}
+
+impl ItemWrites {
+    const SCAN_UP_TO: usize = 16;
+
+    fn new(first: usize, mutations: usize) -> Self {
+        Self {
+            first,
+            by_key: (mutations > Self::SCAN_UP_TO).then(std::collections::HashMap::new),
+        }
+    }
+
+    /// Writes `value` to `key` (or deletes it), replacing the item's earlier write of the key.
+    fn set(
+        &mut self,
+        writes: &mut Vec<KeyWrite>,
+        family: Family,
+        key: Vec<u8>,
+        value: Option<Bytes>,
+    ) {
+        let earlier = match &self.by_key {
+            Some(by_key) => by_key.get(&(family, key.clone())).copied(),
+            None => writes[self.first..]
+                .iter()
+                .position(|w| w.family == family && w.key == key)
+                .map(|i| self.first + i),
+        };
+        match earlier {
+            Some(i) => writes[i].value = value,
+            None => {
+                if let Some(by_key) = &mut self.by_key {
+                    by_key.insert((family, key.clone()), writes.len());
+                }
+                writes.push(KeyWrite { family, key, value });
+            }
+        }
+    }
 }
 
 /// The key of one cell version.

@@ -158,6 +158,7 @@ macro_rules! conformance_tests {
             store_batch_outcomes_are_independent => store_cases::batch_outcomes_are_independent,
             store_large_batches_apply_every_item => store_cases::large_batches_apply_every_item,
             store_deletes => store_cases::deletes,
+            store_mutations_apply_in_order => store_cases::mutations_apply_in_order,
             store_invalid_input_rejects_whole_batch => store_cases::invalid_input_rejects_whole_batch,
             store_arbitrary_bytes_round_trip => store_cases::arbitrary_bytes_round_trip,
             store_concurrent_conditional_increments => store_cases::concurrent_conditional_increments,

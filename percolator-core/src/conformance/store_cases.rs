@@ -716,6 +716,61 @@ pub async fn deletes<F: StoreFactory>(factory: &F) {
     );
 }
 
+/// The mutations of one row mutation apply in order: a later one on the same cell wins, and a
+/// range delete takes the versions the same item put before it (in one row and in a batch of
+/// distinct rows alike, on every family).
+pub async fn mutations_apply_in_order<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    for family in Family::ALL {
+        let item = |row: &[u8]| {
+            row_mutation(
+                b"t",
+                row,
+                vec![],
+                vec![
+                    put(family, b"c", 1, b"first"),
+                    put(family, b"c", 1, b"second"),
+                    Mutation::Delete {
+                        family,
+                        column: b(b"d"),
+                        ts: 1,
+                    },
+                    put(family, b"d", 1, b"put after its delete"),
+                    put(family, b"e", 1, b"deleted by the range"),
+                    put(family, b"e", 2, b"deleted by the range"),
+                    Mutation::DeleteRange {
+                        family,
+                        column: b(b"e"),
+                        ts: TsRange::ALL,
+                    },
+                    put(family, b"f", 3, b"put before its delete"),
+                    Mutation::Delete {
+                        family,
+                        column: b(b"f"),
+                        ts: 3,
+                    },
+                ],
+            )
+        };
+        // One item alone, then two items of distinct rows in one batch.
+        assert!(apply(&*store, vec![item(b"r1")]).await[0].applied());
+        let outcomes = apply(&*store, vec![item(b"r2"), item(b"r3")]).await;
+        assert!(outcomes.iter().all(|o| o.applied()), "{outcomes:?}");
+        for row in [&b"r1"[..], b"r2", b"r3"] {
+            let cells = read(&*store, b"t", row, FamilyRead::all(family)).await;
+            assert_eq!(
+                summary(&cells),
+                vec![
+                    (b"c".to_vec(), 1, b"second".to_vec()),
+                    (b"d".to_vec(), 1, b"put after its delete".to_vec()),
+                ],
+                "{family:?}, row {}",
+                String::from_utf8_lossy(row)
+            );
+        }
+    }
+}
+
 pub async fn invalid_input_rejects_whole_batch<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let limits = store.limits();
