@@ -752,21 +752,40 @@ impl RowStore for FjallStore {
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         tokio::task::consume_budget().await;
-        let snapshot = if request.snapshot_ts.is_some() {
+        let reads_locks = request.reads.iter().any(|read| read.family == Family::Lock);
+        let mut from_mirror: Vec<Option<Vec<Cell>>> = Vec::new();
+        let snapshot = if request.snapshot_ts.is_some() || reads_locks {
             self.latches.admit(request.snapshot_ts);
             // A mutation that checked the condition before the admission holds the latch until
-            // its batch is visible: the snapshot opened after it includes it.
+            // its batch is visible: the snapshot opened after it includes it. Under the latch
+            // the lock mirror is the row's latest state too, the one the snapshot holds.
             let _latch = self.latches.read(&request.table, &request.row);
-            self.db.snapshot()
+            let snapshot = self.db.snapshot();
+            if reads_locks {
+                from_mirror = request
+                    .reads
+                    .iter()
+                    .map(|read| {
+                        (read.family == Family::Lock)
+                            .then(|| self.locks.read(&request.table, &request.row, read))
+                            .transpose()
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            snapshot
         } else {
             // One snapshot: never half of a batch, so no latch (see the crate docs).
             self.db.snapshot()
         };
         let prefix = key::row_prefix(&request.table, &request.row);
+        let mut from_mirror = from_mirror.into_iter();
         request
             .reads
             .iter()
-            .map(|read| self.read_family(&snapshot, &prefix, &request.table, &request.row, read))
+            .map(|read| match from_mirror.next().flatten() {
+                Some(cells) => Ok(cells),
+                None => self.read_family(&snapshot, &prefix, &request.table, &request.row, read),
+            })
             .collect()
     }
 
@@ -884,21 +903,31 @@ mod tests {
         let err = scan_all(&store, Family::Data).unwrap_err();
         assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
 
-        // A whole row key whose column part is cut short, read through `read_row`.
+        // A whole row key whose column part is cut short, read through `read_row`: from the
+        // engine (data), and from the lock mirror, which loads it when the store reopens.
         let mut bad = key::row_prefix(b"t", b"r");
         bad.extend_from_slice(&[7; 5]);
+        store
+            .keyspace(Family::Data)
+            .insert(bad.clone(), &b"x"[..])
+            .unwrap();
         store.keyspace(Family::Lock).insert(bad, &b"x"[..]).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let err = rt
-            .block_on(store.read_row(ReadRow {
+        let read_row = |store: &FjallStore, family| {
+            rt.block_on(store.read_row(ReadRow {
                 table: Bytes::from("t"),
                 row: Bytes::from("r"),
-                reads: vec![FamilyRead::all(Family::Lock)],
+                reads: vec![FamilyRead::all(family)],
                 snapshot_ts: None,
             }))
-            .unwrap_err();
+        };
+        let err = read_row(&store, Family::Data).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+        drop(store);
+        let store = FjallStore::open(dir.path()).unwrap();
+        let err = read_row(&store, Family::Lock).unwrap_err();
         assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
 
         // A key that is not even a table prefix.

@@ -16,15 +16,22 @@
 //! state: every write to the lock family is a row mutation under that row's write latch, the
 //! mirror is loaded from the engine when the store opens, and it takes a batch's lock writes
 //! right after the batch is applied, before the latch is let go (a batch that fails to apply
-//! changes neither). Readers do not use the mirror: a read takes no latch and must see the
-//! lock family as of its fjall snapshot, so it reads the engine.
+//! changes neither). So a **row read** answers its lock-family reads from the mirror too: it
+//! takes the row's latch for reading, opens its fjall snapshot and reads the mirror under it,
+//! and both are then the same state of the row. Scans still read the lock family from the
+//! engine (they latch no row).
 
 use std::ops::Bound;
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
-use percolator_core::Family;
-use percolator_core::embedded::KeyWrite;
+use percolator_core::embedded::{KeyWrite, prefix_end, version_bounds};
+use percolator_core::key::{self, KeyError};
+use percolator_core::{Cell, Columns, Family, FamilyRead, StoreError};
+
+fn corrupt(e: KeyError) -> StoreError {
+    StoreError::Corrupt(format!("undecodable key in the lock mirror: {e}"))
+}
 
 /// The lock family's live keys (encoded cell keys) and values.
 #[derive(Debug, Default)]
@@ -86,6 +93,79 @@ impl LockMirror {
             .range::<[u8], _>((Bound::Included(lo), Bound::Included(hi)))
             .map(|entry| entry.key().clone())
             .collect()
+    }
+
+    /// The lock cells of one row that `read` selects, as the engine's latest state holds them:
+    /// the caller holds the row's latch (for reading), so no mutation of the row is half done.
+    pub(crate) fn read(
+        &self,
+        table: &[u8],
+        row: &[u8],
+        read: &FamilyRead,
+    ) -> Result<Vec<Cell>, StoreError> {
+        let mut out = Vec::new();
+        if read.ts.is_empty() {
+            return Ok(out);
+        }
+        let limit = read.max_versions.unwrap_or(usize::MAX);
+        match &read.columns {
+            Columns::Only(list) => {
+                let mut list = list.clone();
+                list.sort();
+                list.dedup();
+                for column in &list {
+                    let prefix = key::column_prefix(table, row, column);
+                    let (lo, hi) = version_bounds(&prefix, read.ts);
+                    let range = self
+                        .keys
+                        .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Included(&hi[..])));
+                    for entry in range.take(limit) {
+                        let k = entry.key();
+                        out.push(Cell {
+                            column: column.clone(),
+                            ts: key::decode_ts(&k[prefix.len()..], prefix.len())
+                                .map_err(corrupt)?,
+                            value: entry.value().clone(),
+                        });
+                    }
+                }
+            }
+            Columns::All => {
+                let row_prefix = key::row_prefix(table, row);
+                let end = prefix_end(&row_prefix);
+                let range = self.keys.range::<[u8], _>((
+                    Bound::Included(&row_prefix[..]),
+                    Bound::Excluded(&end[..]),
+                ));
+                let mut taken: Option<(Bytes, usize)> = None;
+                for entry in range {
+                    let k = entry.key();
+                    let (column, used) =
+                        key::decode_bytes(&k[row_prefix.len()..], row_prefix.len())
+                            .map_err(corrupt)?;
+                    let at = row_prefix.len() + used;
+                    let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
+                    if !read.ts.contains(ts) {
+                        continue;
+                    }
+                    let count = match &taken {
+                        Some((c, n)) if c.as_ref() == column.as_slice() => *n,
+                        _ => 0,
+                    };
+                    if count >= limit {
+                        continue;
+                    }
+                    let column = Bytes::from(column);
+                    out.push(Cell {
+                        column: column.clone(),
+                        ts,
+                        value: entry.value().clone(),
+                    });
+                    taken = Some((column, count + 1));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// How many live keys there are.

@@ -4,7 +4,7 @@
 //! (`MemStore`) with the same random row mutations — puts, deletes and range deletes of locks
 //! and notifications, under `Absent`, `Exists` and `Equals` conditions on the lock family —
 //! and asserts after every step that both agree on every outcome, on every notify scan and on
-//! every row. Halfway through, the fjall store is dropped and reopened, so the mirror and the
+//! every row read (whose lock-family reads the mirror answers, with every filter). Halfway through, the fjall store is dropped and reopened, so the mirror and the
 //! set are rebuilt from disk and must go on agreeing.
 
 #![allow(clippy::unwrap_used)] // helpers outside `#[test]` functions
@@ -15,8 +15,8 @@ use bytes::Bytes;
 use percolator_backend_fjall::FjallStore;
 use percolator_backend_mem::MemStore;
 use percolator_core::{
-    Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowMutation, RowStore, Scan,
-    TsRange,
+    Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowMutation,
+    RowStore, Scan, TsRange,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -125,6 +125,16 @@ async fn row(store: &impl RowStore, row: u32) -> String {
             reads: vec![
                 FamilyRead::all(Family::Lock),
                 FamilyRead::all(Family::Notify),
+                // Row reads answer the lock family from the mirror: filters as the engine's.
+                FamilyRead::all(Family::Lock).ts(TsRange::new(2, 4)),
+                FamilyRead::all(Family::Lock).max_versions(1),
+                FamilyRead::all(Family::Lock)
+                    .columns(Columns::Only(vec![Bytes::from("c"), Bytes::from("a")]))
+                    .ts(TsRange::up_to(3)),
+                FamilyRead::all(Family::Lock)
+                    .columns(Columns::Only(vec![Bytes::from("b")]))
+                    .max_versions(2),
+                FamilyRead::all(Family::Lock).ts(TsRange::new(4, 2)),
             ],
             snapshot_ts: None,
         })
