@@ -10,11 +10,10 @@
 //!
 //! Also counts what is in the index ([`IndexSummary`]).
 //!
-//! Memory stays bounded by the number of documents and clusters, not by the bytes stored: the
-//! documents (raw HTML included) and the term index are read a page at a time
-//! ([`Transaction::scan_page`]), and invariant 4 compares, per canonical, the number and a
-//! 64-bit fingerprint (a wrapping sum of xxh3 hashes) of its terms with those of its postings
-//! instead of holding both sets.
+//! Memory stays bounded by the number of documents and clusters, not by the bytes stored: every
+//! table is read a page at a time ([`Transaction::scan_page`]), and invariants 3 and 4 compare,
+//! per canonical, the number and a 64-bit fingerprint (a wrapping sum of xxh3 hashes) of what
+//! should be there — its anchors, its terms — with what is there, instead of holding both sets.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
@@ -55,8 +54,21 @@ pub struct CheckReport {
     pub violations: Vec<String>,
 }
 
-async fn all<S: RowStore>(txn: &Transaction<S>, table: &[u8]) -> Result<Vec<ScanItem>> {
-    txn.scan::<Bytes>(table, .., Columns::All).await
+/// Calls `f` on every cell of `table`, reading [`PAGE_ROWS`] rows at a time.
+async fn for_each_item<S: RowStore>(
+    txn: &Transaction<S>,
+    table: &[u8],
+    mut f: impl FnMut(ScanItem),
+) -> Result<()> {
+    let mut start = Bound::Unbounded;
+    loop {
+        let page = txn.scan_page(table, start, Columns::All, PAGE_ROWS).await?;
+        page.items.into_iter().for_each(&mut f);
+        match page.next {
+            Some(next) => start = next,
+            None => return Ok(()),
+        }
+    }
 }
 
 /// A document's `hash` and `cluster` cells, and its terms' [`TermPrint`].
@@ -77,6 +89,16 @@ impl TermPrint {
     fn add(&mut self, term: &[u8]) {
         self.count += 1;
         self.sum = self.sum.wrapping_add(xxhash_rust::xxh3::xxh3_64(term));
+    }
+
+    /// Adds a `(column, value)` pair (length-prefixed, so no two pairs hash alike by
+    /// construction).
+    fn add_pair(&mut self, column: &[u8], value: &[u8]) {
+        let mut buf = Vec::with_capacity(8 + column.len() + value.len());
+        buf.extend_from_slice(&(column.len() as u64).to_le_bytes());
+        buf.extend_from_slice(column);
+        buf.extend_from_slice(value);
+        self.add(&buf);
     }
 
     fn of_terms(terms: &[u8]) -> Self {
@@ -168,16 +190,17 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         }
     }
 
-    // 2. one canonical per cluster
+    // 2. one canonical per cluster (the `exported` cells hold term lists: paged too)
     let mut canonicals: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     let mut exported_clusters = 0;
-    for item in all(&txn, CLUSTERS).await? {
+    for_each_item(&txn, CLUSTERS, |item| {
         if item.column.as_ref() == CANONICAL {
             canonicals.insert(item.row, item.value);
         } else if item.column.as_ref() == EXPORTED {
             exported_clusters += 1;
         }
-    }
+    })
+    .await?;
     for (hash, members) in &clusters {
         let best = members
             .iter()
@@ -209,39 +232,53 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             .unwrap_or_else(|| url.clone())
     };
 
-    // 3. inverted links
-    let mut expected_inlinks: BTreeMap<(Bytes, Bytes), Bytes> = BTreeMap::new();
-    let mut targets = BTreeSet::new();
-    for item in all(&txn, LINKS).await? {
+    // 3. inverted links, a page at a time: per canonical, how many anchors and which (a print
+    // of `(inlink column, anchor)` pairs), expected from the links and found in `inlinks`.
+    let mut expected: HashMap<Bytes, TermPrint> = HashMap::new();
+    let mut last_target: Option<Bytes> = None;
+    for_each_item(&txn, LINKS, |item| {
         if let Some(source) = item.column.strip_prefix(FROM_PREFIX) {
-            targets.insert(item.row.clone());
-            expected_inlinks.insert(
-                (canonical_of(&item.row), inlink_column(&item.row, source)),
-                item.value,
-            );
+            if last_target.as_ref() != Some(&item.row) {
+                summary.link_targets += 1;
+                last_target = Some(item.row.clone());
+            }
+            expected
+                .entry(canonical_of(&item.row))
+                .or_default()
+                .add_pair(&inlink_column(&item.row, source), &item.value);
         }
-    }
-    summary.link_targets = targets.len();
-    let mut found_inlinks: BTreeMap<(Bytes, Bytes), Bytes> = BTreeMap::new();
-    for item in all(&txn, INLINKS).await? {
-        found_inlinks.insert((item.row, item.column), item.value);
-    }
-    summary.inlinks = found_inlinks.len();
-    for (key, anchor) in &expected_inlinks {
-        if found_inlinks.get(key) != Some(anchor) {
+    })
+    .await?;
+    let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
+    for_each_item(&txn, INLINKS, |item| {
+        summary.inlinks += 1;
+        found
+            .entry(item.row)
+            .or_default()
+            .add_pair(&item.column, &item.value);
+    })
+    .await?;
+    let mut canonicals_with_inlinks: BTreeSet<&Bytes> = expected.keys().collect();
+    canonicals_with_inlinks.extend(found.keys());
+    for canonical in canonicals_with_inlinks {
+        let want = expected.get(canonical).copied().unwrap_or_default();
+        let got = found.get(canonical).copied().unwrap_or_default();
+        if got.count < want.count {
             violations.push(format!(
-                "anchor for link {:?} is not at canonical {}",
-                lossy(&key.1),
-                lossy(&key.0)
+                "{} anchor(s) for links to {} are not at that canonical",
+                want.count - got.count,
+                lossy(canonical)
             ));
-        }
-    }
-    for key in found_inlinks.keys() {
-        if !expected_inlinks.contains_key(key) {
+        } else if got.count > want.count {
             violations.push(format!(
-                "stray inlink {:?} at {} (not the target's canonical, or the link is gone)",
-                lossy(&key.1),
-                lossy(&key.0)
+                "{} stray inlink(s) at {} (not the target's canonical, or the link is gone)",
+                got.count - want.count,
+                lossy(canonical)
+            ));
+        } else if got.sum != want.sum {
+            violations.push(format!(
+                "inlinks at {} are not the anchors of the links to it (as many, other ones)",
+                lossy(canonical)
             ));
         }
     }

@@ -1,6 +1,7 @@
 //! The invariant check can fail: an index tampered with after the pipeline went idle — an entry
 //! deleted, one swapped for a wrong term (same count), one for a document that is not canonical —
-//! is reported, each time, and the untouched index passes.
+//! is reported, each time, and the untouched index passes; so are inlinks tampered with (an
+//! anchor deleted, changed, or put where no link points).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,15 +11,15 @@ use bytes::Bytes;
 use percolator_backend_mem::MemStore;
 use percolator_core::{Client, Columns};
 use percolator_observers::conformance::{idle, start, writer};
-use percolator_webindex::schema::{INDEX, index_column};
+use percolator_webindex::schema::{INDEX, INLINKS, index_column};
 use percolator_webindex::{self as webindex, synthetic::SyntheticCrawl};
 
 async fn violations(client: &Client<MemStore>) -> Vec<String> {
     webindex::check(client).await.unwrap().violations
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tampered_index_is_caught() {
+/// A small crawl indexed until idle, its observers stopped, every invariant holding.
+async fn indexed() -> Client<MemStore> {
     let store = Arc::new(MemStore::new());
     let runtime = start(&store, webindex::observers(None)).await;
     let client = writer(&store, &webindex::observed_columns()).await;
@@ -30,6 +31,12 @@ async fn tampered_index_is_caught() {
     idle(&runtime).await;
     runtime.shutdown().await.unwrap();
     assert_eq!(violations(&client).await, Vec::<String>::new());
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_index_is_caught() {
+    let client = indexed().await;
     let txn = client.begin().await.unwrap();
     let postings = txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap();
     let victim = postings[postings.len() / 2].clone();
@@ -82,5 +89,57 @@ async fn tampered_index_is_caught() {
             .iter()
             .any(|v| v.contains("1 index entries for non-canonical")),
         "{found:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_inlinks_are_caught() {
+    let client = indexed().await;
+    let txn = client.begin().await.unwrap();
+    let inlinks = txn.scan::<&str>(INLINKS, .., Columns::All).await.unwrap();
+    let victim = inlinks[inlinks.len() / 2].clone();
+    drop(txn);
+    let canonical = String::from_utf8_lossy(&victim.row).into_owned();
+
+    // An anchor deleted from its canonical.
+    let mut t = client.begin().await.unwrap();
+    t.delete(INLINKS, &victim.row, &victim.column).unwrap();
+    t.commit().await.unwrap();
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains(&format!("1 anchor(s) for links to {canonical} are not"))),
+        "{found:?}"
+    );
+
+    // Put back under another anchor text: as many anchors, other ones.
+    let mut t = client.begin().await.unwrap();
+    t.set(INLINKS, &victim.row, &victim.column, "not the anchor text")
+        .unwrap();
+    t.commit().await.unwrap();
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains(&format!("inlinks at {canonical} are not the anchors"))),
+        "{found:?}"
+    );
+
+    // Repaired, then one anchor too many at a page nothing links to.
+    let mut t = client.begin().await.unwrap();
+    t.set(INLINKS, &victim.row, &victim.column, victim.value.clone())
+        .unwrap();
+    t.set(INLINKS, "http://nowhere.example/", &victim.column, "stray")
+        .unwrap();
+    t.commit().await.unwrap();
+    let found = violations(&client).await;
+    assert_eq!(
+        found,
+        vec![
+            "1 stray inlink(s) at http://nowhere.example/ (not the target's canonical, or the \
+             link is gone)"
+                .to_string()
+        ]
     );
 }
