@@ -2,8 +2,9 @@
 //!
 //! 1. every document with a content hash is a member of exactly the cluster of that hash, and
 //!    its `cluster` bookkeeping says so; every membership row belongs to such a document;
-//! 2. every cluster with members has exactly one canonical, the member with the best
-//!    [`canonical_rank`]; a cluster without members has none;
+//! 2. every cluster with members has exactly one canonical, the member [`choose_canonical`]
+//!    picks (its duplicates' `<link rel="canonical">`, then the best [`canonical_rank`]), and
+//!    each membership holds what its document declares; a cluster without members has none;
 //! 3. inverted links point at canonicals: each link target's anchors sit in the `inlinks` row of
 //!    the target's canonical, and nowhere else;
 //! 4. the index holds, for each cluster, exactly the terms of its canonical document.
@@ -71,8 +72,13 @@ async fn for_each_item<S: RowStore>(
     }
 }
 
-/// A document's `hash` and `cluster` cells, and its terms' [`TermPrint`].
-type DocCells = (Option<Bytes>, Option<Bytes>, Option<TermPrint>);
+/// A document's `hash`, `cluster` and `declared_canonical` cells, and its terms' [`TermPrint`].
+type DocCells = (
+    Option<Bytes>,
+    Option<Bytes>,
+    Option<TermPrint>,
+    Option<Bytes>,
+);
 
 /// Rows per page of the paged scans.
 const PAGE_ROWS: usize = 64;
@@ -136,6 +142,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
                 c if c == HASH => entry.0 = Some(item.value),
                 c if c == CLUSTER => entry.1 = Some(item.value),
                 c if c == TERMS => entry.2 = Some(TermPrint::of_terms(&item.value)),
+                c if c == DECLARED_CANONICAL => entry.3 = Some(item.value),
                 _ => {}
             }
         }
@@ -144,30 +151,39 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             None => break,
         }
     }
-    // hash -> members
-    let mut clusters: BTreeMap<Bytes, BTreeSet<Bytes>> = BTreeMap::new();
+    // hash -> member URL -> the URL it declares canonical (empty: none)
+    let mut clusters: BTreeMap<Bytes, BTreeMap<Bytes, Bytes>> = BTreeMap::new();
     for item in txn.scan::<Bytes>(MEMBERS, .., Columns::one(MEMBER)).await? {
         match item.row.iter().position(|&b| b == b'/') {
             Some(i) => {
                 clusters
                     .entry(item.row.slice(..i))
                     .or_default()
-                    .insert(item.row.slice(i + 1..));
+                    .insert(item.row.slice(i + 1..), item.value);
             }
             None => violations.push(format!("malformed membership row {:?}", lossy(&item.row))),
         }
     }
 
     // 1. membership
-    for (url, (hash, cluster, _)) in &docs {
+    for (url, (hash, cluster, _, declared)) in &docs {
         let Some(hash) = hash else { continue };
         summary.processed += 1;
-        if !clusters.get(hash).is_some_and(|m| m.contains(url)) {
-            violations.push(format!(
+        match clusters.get(hash).and_then(|m| m.get(url)) {
+            None => violations.push(format!(
                 "{} has hash {} but is not a member of its cluster",
                 lossy(url),
                 lossy(hash)
-            ));
+            )),
+            Some(listed) if listed != declared.as_ref().unwrap_or(&Bytes::new()) => {
+                violations.push(format!(
+                    "{} declares canonical {:?} but its membership says {:?}",
+                    lossy(url),
+                    declared.as_deref().map(lossy),
+                    lossy(listed)
+                ));
+            }
+            Some(_) => {}
         }
         if cluster.as_ref() != Some(hash) {
             violations.push(format!(
@@ -179,7 +195,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         }
     }
     for (hash, members) in &clusters {
-        for url in members {
+        for url in members.keys() {
             if docs.get(url).and_then(|d| d.0.as_ref()) != Some(hash) {
                 violations.push(format!(
                     "{} is listed in cluster {} but its hash differs",
@@ -202,15 +218,14 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     })
     .await?;
     for (hash, members) in &clusters {
-        let best = members
-            .iter()
-            .min_by(|a, b| canonical_rank(a).cmp(&canonical_rank(b)));
-        if canonicals.get(hash) != best {
+        let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
+        let best = choose_canonical(&pairs).map(Bytes::copy_from_slice);
+        if canonicals.get(hash) != best.as_ref() {
             violations.push(format!(
                 "cluster {} has canonical {:?}, expected {:?}",
                 lossy(hash),
                 canonicals.get(hash).map(|c| lossy(c)),
-                best.map(|b| lossy(b))
+                best.as_deref().map(lossy)
             ));
         }
     }

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use super::html::parse_page;
 use super::load::{PageOutcome, load_page};
 use super::pipeline::{Clustered, observers};
-use super::schema::{DOCUMENTS, RAW, canonical_rank};
+use super::schema::{DOCUMENTS, RAW, choose_canonical};
 use super::synthetic::SyntheticCrawl;
 use percolator_observers::{Runtime, RuntimeConfig, RuntimeError};
 
@@ -265,18 +265,21 @@ pub async fn batch_recluster<S: RowStore>(client: &Client<S>) -> Result<(Duratio
     let txn = client.begin().await?;
     let docs = txn.scan::<Bytes>(DOCUMENTS, .., Columns::one(RAW)).await?;
     drop(txn);
-    let mut clusters: BTreeMap<String, Vec<Bytes>> = BTreeMap::new();
+    let mut clusters: BTreeMap<String, Vec<(Bytes, Bytes)>> = BTreeMap::new();
     for doc in docs {
         let page = parse_page(&String::from_utf8_lossy(&doc.row), &doc.value);
-        clusters.entry(page.content_hash).or_default().push(doc.row);
+        let declared = Bytes::from(page.canonical.unwrap_or_default());
+        clusters
+            .entry(page.content_hash)
+            .or_default()
+            .push((doc.row, declared));
     }
     let rows: Vec<(String, Bytes)> = clusters
         .iter()
         .filter_map(|(hash, members)| {
-            members
-                .iter()
-                .min_by(|a, b| canonical_rank(a).cmp(&canonical_rank(b)))
-                .map(|c| (hash.clone(), c.clone()))
+            let pairs: Vec<(&[u8], &[u8])> =
+                members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
+            choose_canonical(&pairs).map(|c| (hash.clone(), Bytes::copy_from_slice(c)))
         })
         .collect();
     for chunk in rows.chunks(256) {

@@ -45,6 +45,9 @@ pub struct ParsedPage {
     pub links: Vec<Link>,
     /// 32 lowercase hex digits of the XXH3-128 hash of the visible text.
     pub content_hash: String,
+    /// The URL the first `<link rel="canonical" href>` declares (resolved like a link, fragment
+    /// dropped; the page's own URL counts too), if any.
+    pub canonical: Option<String>,
 }
 
 /// Parses one page fetched from `base_url`.
@@ -286,6 +289,7 @@ struct Walker {
     open_anchors: Vec<Option<usize>>,
     links: Vec<(String, TextBuf)>,
     seen_targets: HashSet<String>,
+    canonical: Option<Url>,
 }
 
 impl Walker {
@@ -305,6 +309,7 @@ impl Walker {
             open_anchors: Vec::new(),
             links: Vec::new(),
             seen_targets: HashSet::new(),
+            canonical: None,
         }
     }
 
@@ -321,6 +326,15 @@ impl Walker {
                     "a" => {
                         let entry = element.attr("href").and_then(|href| self.add_link(href));
                         self.open_anchors.push(entry);
+                    }
+                    "link" if self.canonical.is_none() => {
+                        let is_canonical = element.attr("rel").is_some_and(|rel| {
+                            rel.split_ascii_whitespace()
+                                .any(|t| t.eq_ignore_ascii_case("canonical"))
+                        });
+                        if is_canonical {
+                            self.canonical = element.attr("href").and_then(|h| self.resolve(h));
+                        }
                     }
                     _ => {}
                 }
@@ -378,11 +392,9 @@ impl Walker {
         }
     }
 
-    /// Records a link to `href` if it is kept; returns its index in `links`.
-    fn add_link(&mut self, href: &str) -> Option<usize> {
-        if self.links.len() >= MAX_LINKS {
-            return None;
-        }
+    /// `href` resolved against the page's URL, without fragment, if it is an `http`, `https`
+    /// or `file` URL.
+    fn resolve(&self, href: &str) -> Option<Url> {
         let mut target = match &self.base {
             Some(base) => base.join(href),
             None => Url::parse(href),
@@ -392,6 +404,15 @@ impl Walker {
             return None;
         }
         target.set_fragment(None);
+        Some(target)
+    }
+
+    /// Records a link to `href` if it is kept; returns its index in `links`.
+    fn add_link(&mut self, href: &str) -> Option<usize> {
+        if self.links.len() >= MAX_LINKS {
+            return None;
+        }
+        let target = self.resolve(href)?;
         if self.base.as_ref() == Some(&target) {
             return None;
         }
@@ -424,6 +445,7 @@ impl Walker {
                 })
                 .collect(),
             title,
+            canonical: self.canonical.map(String::from),
         }
     }
 }
@@ -541,6 +563,25 @@ mod tests {
         );
         let expected = format!("{:032x}", xxh3_128(b"T same words here"));
         assert_eq!(a.content_hash, expected);
+    }
+
+    #[test]
+    fn the_first_canonical_link_is_declared() {
+        let page = parse_page(
+            BASE,
+            b"<head><link rel=\"stylesheet\" href=\"s.css\"><link REL=\"alternate Canonical\" \
+              href=\"../book/ch1.html#top\"><link rel=canonical href=\"/other\"></head><p>x</p>",
+        );
+        assert_eq!(
+            page.canonical.as_deref(),
+            Some("http://example.org/book/ch1.html")
+        );
+        // Its own URL counts; a scheme that is not a page's does not; none is none.
+        let own = parse_page(BASE, b"<link rel=canonical href=page.html>");
+        assert_eq!(own.canonical.as_deref(), Some(BASE));
+        let mail = parse_page(BASE, b"<link rel=canonical href=\"mailto:a@b\">");
+        assert_eq!(mail.canonical, None);
+        assert_eq!(parse_page(BASE, b"<p>no head</p>").canonical, None);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!    outgoing links and the content hash; inverts links by writing the anchor text into the
 //!    link target's `links` row, and weakly notifies the target.
 //! 2. [`Clusterer`] (strong, `documents:hash`): moves the document into the cluster of its new
-//!    content hash and keeps one canonical URL per cluster (the best [`canonical_rank`]). When a
+//!    content hash and keeps one canonical URL per cluster ([`choose_canonical`]: the member its
+//!    duplicates declare with `<link rel="canonical">`, else the best [`canonical_rank`]). When a
 //!    cluster's canonical changes, every member's anchors must be forwarded anew, so it notifies
 //!    their `links` rows.
 //! 3. [`LinkForwarder`] (weak, `links:anchors`): attaches a target's anchor text to the target's
@@ -111,7 +112,7 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
         let old_hash = txn.get(DOCUMENTS, url, HASH).await?;
         let new_links: BTreeMap<String, String> = match &change.value {
             None => {
-                for column in [HASH, TITLE, TERMS, OUTLINKS] {
+                for column in [HASH, TITLE, TERMS, OUTLINKS, DECLARED_CANONICAL] {
                     txn.delete(DOCUMENTS, url, column)?;
                 }
                 BTreeMap::new()
@@ -132,7 +133,19 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
                     OUTLINKS,
                     encode_outlinks(links.iter().map(|(t, a)| (t.as_str(), a.as_str()))),
                 )?;
-                if old_hash.as_deref() != Some(page.content_hash.as_bytes()) {
+                let old_declared = txn.get(DOCUMENTS, url, DECLARED_CANONICAL).await?;
+                let declared_changed =
+                    old_declared.as_deref() != page.canonical.as_deref().map(str::as_bytes);
+                match &page.canonical {
+                    Some(c) if declared_changed => {
+                        txn.set(DOCUMENTS, url, DECLARED_CANONICAL, c.clone())?
+                    }
+                    None if declared_changed => txn.delete(DOCUMENTS, url, DECLARED_CANONICAL)?,
+                    _ => {}
+                }
+                // The clusterer observes the hash: written again when only the declared
+                // canonical changed, so that the cluster's canonical is chosen again.
+                if declared_changed || old_hash.as_deref() != Some(page.content_hash.as_bytes()) {
                     txn.set(DOCUMENTS, url, HASH, page.content_hash)?;
                 }
                 links
@@ -173,7 +186,22 @@ impl<S: RowStore> Observer<S> for Clusterer {
         let url = &change.row;
         let new = change.value.clone();
         let old = txn.get(DOCUMENTS, url, CLUSTER).await?;
+        let declared = match &new {
+            Some(_) => txn
+                .get(DOCUMENTS, url, DECLARED_CANONICAL)
+                .await?
+                .unwrap_or_default(),
+            None => Bytes::new(),
+        };
         if old == new {
+            // Same cluster: only what the page declares canonical may have changed.
+            if let Some(hash) = &new {
+                let row = member_row(hash, url);
+                if txn.get(MEMBERS, &row, MEMBER).await?.as_ref() != Some(&declared) {
+                    txn.set(MEMBERS, row, MEMBER, declared)?;
+                    recanonicalize(txn, hash).await?;
+                }
+            }
             return Ok(());
         }
         if let Some(old) = &old {
@@ -182,7 +210,7 @@ impl<S: RowStore> Observer<S> for Clusterer {
         }
         match &new {
             Some(new) => {
-                txn.set(MEMBERS, member_row(new, url), MEMBER, Bytes::new())?;
+                txn.set(MEMBERS, member_row(new, url), MEMBER, declared)?;
                 recanonicalize(txn, new).await?;
                 txn.set(DOCUMENTS, url, CLUSTER, new.clone())?;
             }
@@ -210,14 +238,13 @@ impl<S: RowStore> Observer<S> for Clusterer {
 /// canonical from a snapshot that misses the other (write skew).
 async fn recanonicalize<S: RowStore>(txn: &mut Transaction<S>, hash: &[u8]) -> Result<()> {
     let prefix = members_prefix(hash);
-    let members: Vec<Bytes> = scan_prefix(txn, MEMBERS, &prefix, Columns::one(MEMBER))
-        .await?
+    let rows = scan_prefix(txn, MEMBERS, &prefix, Columns::one(MEMBER)).await?;
+    let members: Vec<(Bytes, Bytes)> = rows
         .into_iter()
-        .map(|item| item.row.slice(prefix.len()..))
+        .map(|item| (item.row.slice(prefix.len()..), item.value))
         .collect();
-    let best = members
-        .iter()
-        .min_by(|a, b| canonical_rank(a).cmp(&canonical_rank(b)));
+    let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
+    let best = choose_canonical(&pairs).map(Bytes::copy_from_slice);
     let current = txn.get(CLUSTERS, hash, CANONICAL).await?;
     match best {
         None => {
@@ -227,8 +254,8 @@ async fn recanonicalize<S: RowStore>(txn: &mut Transaction<S>, hash: &[u8]) -> R
         }
         Some(best) => {
             txn.set(CLUSTERS, hash, CANONICAL, best.clone())?;
-            if current.as_ref() != Some(best) {
-                for member in &members {
+            if current.as_ref() != Some(&best) {
+                for (member, _) in &members {
                     txn.notify(LINKS, member, ANCHORS)?;
                 }
             }

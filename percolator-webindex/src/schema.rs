@@ -2,17 +2,20 @@
 //!
 //! | table       | row                  | columns                                                        |
 //! |-------------|----------------------|----------------------------------------------------------------|
-//! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms`, `outlinks`, `cluster` |
+//! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms`, `outlinks`, `declared_canonical`, `cluster` |
 //! | `links`     | link target URL      | `from:<source URL>` = anchor text, `anchors` (weakly observed trigger), `forwarded_to` |
 //! | `clusters`  | content hash         | `canonical` (observed), `exported`                              |
-//! | `members`   | `<hash>/<URL>`       | `m`                                                            |
+//! | `members`   | `<hash>/<URL>`       | `m` = the URL the member declares canonical (or empty)         |
 //! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
 //! | `index`     | term                 | `<canonical URL>\0<hash>`                                       |
 //!
 //! **The stated score.** The paper keeps the duplicate with the highest PageRank as canonical;
-//! we have no link graph computation, so the score is stated: the URL with the fewest path
-//! segments wins, then the shorter URL, then the lexicographically smaller one (a crawler's
-//! usual preference for the "home" copy over mirrors). [`canonical_rank`] is that order.
+//! we have no link graph computation, so the score is stated. First the pages' own word: a
+//! member that members of its cluster name in `<link rel="canonical">` wins, the most named
+//! first (a declaration pointing outside the cluster, at other content, is ignored). Then the
+//! URL with the fewest path segments, then the shorter URL, then the lexicographically smaller
+//! one (a crawler's usual preference for the "home" copy over mirrors). [`choose_canonical`]
+//! is that choice, [`canonical_rank`] the URL order.
 
 use bytes::Bytes;
 
@@ -30,6 +33,8 @@ pub const TERMS: &[u8] = b"terms";
 pub const OUTLINKS: &[u8] = b"outlinks";
 /// The cluster (content hash) the clusterer last placed the document in.
 pub const CLUSTER: &[u8] = b"cluster";
+/// The URL the page declares canonical with `<link rel="canonical">` (absent when none).
+pub const DECLARED_CANONICAL: &[u8] = b"declared_canonical";
 
 /// Inverted links by target URL.
 pub const LINKS: &[u8] = b"links";
@@ -50,7 +55,7 @@ pub const EXPORTED: &[u8] = b"exported";
 
 /// Cluster membership rows `<hash>/<URL>`.
 pub const MEMBERS: &[u8] = b"members";
-/// The membership column of [`MEMBERS`].
+/// The membership column of [`MEMBERS`]; its value is the member's [`DECLARED_CANONICAL`].
 pub const MEMBER: &[u8] = b"m";
 
 /// Anchor text forwarded to canonical URLs.
@@ -64,6 +69,25 @@ pub const TABLES: [&[u8]; 6] = [DOCUMENTS, LINKS, CLUSTERS, MEMBERS, INLINKS, IN
 
 /// Longest URL the pipeline accepts (row keys and column names are built from URLs).
 pub const MAX_URL_BYTES: usize = 1024;
+
+/// The canonical of a cluster whose members are `(URL, declared canonical or empty)` (see the
+/// module docs): the member most members declare, then the best [`canonical_rank`].
+pub fn choose_canonical<'a>(members: &[(&'a [u8], &'a [u8])]) -> Option<&'a [u8]> {
+    let mut votes: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+    for (_, declared) in members {
+        if !declared.is_empty() {
+            *votes.entry(*declared).or_default() += 1;
+        }
+    }
+    members
+        .iter()
+        .map(|(url, _)| (votes.get(url).copied().unwrap_or(0), *url))
+        .min_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| canonical_rank(a.1).cmp(&canonical_rank(b.1)))
+        })
+        .map(|(_, url)| url)
+}
 
 /// Sort key of a URL for canonical selection: smaller is better (see the module docs).
 pub fn canonical_rank(url: &[u8]) -> (usize, usize, &[u8]) {
@@ -175,6 +199,38 @@ pub fn split_terms(bytes: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_canonicals_win_over_the_url_order() {
+        let original: &[u8] = b"http://x.example/book/ch1.html";
+        let copy: &[u8] = b"http://x.example/zz.html";
+        // No declarations: the shorter, shallower copy.
+        assert_eq!(
+            choose_canonical(&[(original, b""), (copy, b"")]),
+            Some(copy)
+        );
+        // The copy names the original.
+        assert_eq!(
+            choose_canonical(&[(original, b""), (copy, original)]),
+            Some(original)
+        );
+        // A declaration outside the cluster is ignored.
+        assert_eq!(
+            choose_canonical(&[(original, b"http://elsewhere/"), (copy, b"")]),
+            Some(copy)
+        );
+        // Two names: the most named wins, then the URL order.
+        let third: &[u8] = b"http://x.example/a/b/c.html";
+        assert_eq!(
+            choose_canonical(&[(original, third), (copy, original), (third, third)]),
+            Some(third)
+        );
+        assert_eq!(
+            choose_canonical(&[(original, original), (copy, copy)]),
+            Some(copy)
+        );
+        assert_eq!(choose_canonical(&[]), None);
+    }
 
     #[test]
     fn rank_prefers_shallow_short_urls() {

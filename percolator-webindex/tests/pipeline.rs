@@ -1,5 +1,5 @@
-//! The web index on every backend: a synthetic crawl with mirrors and two recrawls, and a gzip
-//! WARC file, each checked against every invariant of the index (`check`) and by queries.
+//! The web index on every backend: a synthetic crawl with mirrors and two recrawls, a gzip
+//! WARC file, and a copy that names its original with `<link rel="canonical">`, each checked against every invariant of the index (`check`) and by queries.
 //!
 //! The cases are plain async functions over a `StoreFactory`; `backend_tests!` instantiates them
 //! for mem, sled, the TiKV double and an etcd cluster (the backends' own conformance factories;
@@ -128,6 +128,93 @@ pub async fn webindex_warc<F: StoreFactory>(factory: &F) {
     runtime.shutdown().await.unwrap();
 }
 
+/// `<link rel="canonical">` chooses the canonical: a copy with the shorter URL names the
+/// original chapter, which wins, and its anchors and index entries go to the original; when the
+/// copy stops declaring it (content unchanged), the URL order decides again.
+pub async fn webindex_declared_canonical<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let chapter = "http://book.example/ch/unsafe-rust.html";
+    let copy = "http://book.example/zz.html";
+    let page = |declared: Option<&str>| {
+        let link = declared
+            .map(|c| format!("<link rel=\"canonical\" href=\"{c}\">"))
+            .unwrap_or_default();
+        Bytes::from(format!(
+            "<html><head><title>Unsafe Rust</title>{link}</head><body><p>unsafe superpowers</p>\
+             </body></html>"
+        ))
+    };
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let linker = CrawledPage {
+        url: "http://blog.example/".into(),
+        html: Bytes::from(format!("<p><a href=\"{copy}\">read the chapter</a></p>")),
+    };
+    load(
+        &client,
+        vec![
+            CrawledPage {
+                url: chapter.into(),
+                html: page(Some(chapter)),
+            },
+            CrawledPage {
+                url: copy.into(),
+                html: page(Some(chapter)),
+            },
+            linker,
+        ],
+    )
+    .await;
+    idle(&runtime).await;
+    let summary = assert_invariants(&client).await;
+    assert_eq!((summary.documents, summary.clusters), (3, 2));
+    let hits = webindex::query(&client, "unsafe", 10).await.unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        vec![chapter],
+        "the declared canonical wins over the shorter copy"
+    );
+    let txn = client.begin().await.unwrap();
+    let at_chapter = txn
+        .scan(
+            webindex::schema::INLINKS,
+            Bytes::from(chapter)..=Bytes::from(chapter),
+            Columns::All,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        at_chapter.len(),
+        1,
+        "the anchor to the copy goes to the chapter"
+    );
+    drop(txn);
+
+    // Neither page declares anything any more: the shorter copy wins by the URL order.
+    load(
+        &client,
+        vec![
+            CrawledPage {
+                url: chapter.into(),
+                html: page(None),
+            },
+            CrawledPage {
+                url: copy.into(),
+                html: page(None),
+            },
+        ],
+    )
+    .await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let hits = webindex::query(&client, "unsafe", 10).await.unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        vec![copy]
+    );
+    runtime.shutdown().await.unwrap();
+}
+
 macro_rules! backend_tests {
     ($($backend:ident => $factory:expr),+ $(,)?) => {
         $(
@@ -139,6 +226,15 @@ macro_rules! backend_tests {
                         return;
                     }
                     super::webindex_synthetic_with_recrawls(&factory).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn webindex_declared_canonical() {
+                    let factory = $factory;
+                    if percolator_core::conformance::skipped(&factory, "webindex_declared_canonical") {
+                        return;
+                    }
+                    super::webindex_declared_canonical(&factory).await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
