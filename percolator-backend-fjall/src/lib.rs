@@ -54,8 +54,10 @@
 //! transaction must apply the write tree before the lock tree: its `COMMIT_ORDER`) is moot here:
 //! a commit's move of a row from the lock family to the write family is one atomic step for
 //! every snapshot (the conformance case `store_lock_to_write_transition_never_hides_a_row`
-//! checks it). The one place a reader still touches a latch is a snapshot point read's
-//! admission, below.
+//! checks it). Scans take no latch. A row read passes through its row's latch (for reading,
+//! and lets go at once) in two cases: a snapshot read's admission, below, and a read of the
+//! lock family, which it answers from the in-memory lock mirror under that latch (see
+//! the layout above).
 //!
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
@@ -141,7 +143,7 @@ use percolator_core::{
 pub use percolator_core::embedded::SCAN_GATES;
 
 use crate::lock_mirror::LockMirror;
-use crate::notify_rows::{NotifyChange, NotifyRows};
+use crate::notify_rows::NotifyRows;
 
 /// The limits of [`FjallStore`] (the sled backend's: both fit in fjall's 64 KiB keys and 4 GiB
 /// values).
@@ -289,6 +291,13 @@ fn corrupt(e: KeyError) -> StoreError {
     StoreError::Corrupt(format!("undecodable key in fjall keyspace: {e}"))
 }
 
+/// The `enc(table) ++ enc(row)` prefix of a cell key.
+fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
+    let (_, table_len) = key::decode_bytes(k, 0).map_err(corrupt)?;
+    let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
+    Ok(&k[..table_len + row_len])
+}
+
 /// The first key of `keyspace` in `range` as seen by `snapshot`, without loading its value.
 fn first_key<R: std::ops::RangeBounds<Vec<u8>>>(
     snapshot: &Snapshot,
@@ -378,10 +387,8 @@ impl FjallStore {
         let keyspace = self.keyspace(Family::Notify);
         let mut cursor = Vec::new();
         while let Some(k) = first_key(&snapshot, keyspace, cursor.clone().., "open")? {
-            let (_, table_len) = key::decode_bytes(&k, 0).map_err(corrupt)?;
-            let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
-            let row_prefix = k[..table_len + row_len].to_vec();
-            cursor = prefix_end(&row_prefix);
+            let row_prefix = row_prefix_of(&k)?;
+            cursor = prefix_end(row_prefix);
             self.notify_rows.insert(row_prefix);
         }
         Ok(())
@@ -399,34 +406,32 @@ impl FjallStore {
         .is_some())
     }
 
-    /// Applies `writes` for the applied items of `items` (under their row latches), keeping
-    /// [`Self::notify_rows`] a superset of the rows with notify cells: rows that get a
-    /// notification enter the set before the writes, rows that only lost some leave it after
-    /// them if they hold none.
-    fn apply(
-        &self,
-        items: &[(&RowMutation, MutationOutcome)],
-        writes: Vec<KeyWrite>,
-    ) -> Result<(), StoreError> {
-        let mut emptied = Vec::new();
-        for (item, outcome) in items {
-            if !outcome.applied() {
-                continue;
+    /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_rows`]
+    /// a superset of the rows with notify cells: a row the writes put a notification in enters
+    /// the set before they apply; a row they only delete notifications from leaves it after
+    /// they applied, if the engine then shows none. (Judged by the final writes: a put that a
+    /// later mutation of the same item deleted again puts nothing.)
+    fn apply(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
+        let mut puts = Vec::new();
+        let mut deletes = Vec::new();
+        for w in writes.iter().filter(|w| w.family == Family::Notify) {
+            let row_prefix = row_prefix_of(&w.key)?.to_vec();
+            match w.value {
+                Some(_) => puts.push(row_prefix),
+                None => deletes.push(row_prefix),
             }
-            match NotifyChange::of(item) {
-                NotifyChange::None => {}
-                NotifyChange::Puts => self
-                    .notify_rows
-                    .insert(key::row_prefix(&item.table, &item.row)),
-                NotifyChange::OnlyDeletes => emptied.push(key::row_prefix(&item.table, &item.row)),
-            }
+        }
+        for row_prefix in &puts {
+            self.notify_rows.insert(row_prefix);
         }
         let lock_writes = LockMirror::writes_of(&writes);
         self.commit_writes(writes)?;
         self.locks.applied(lock_writes);
-        for row_prefix in emptied {
-            if !self.row_has_notifications(&row_prefix)? {
-                self.notify_rows.remove(&row_prefix);
+        for row_prefix in deletes.iter().filter(|r| !puts.contains(r)) {
+            // The writes are applied: a failed look only leaves the row in the set (allowed),
+            // it does not turn the mutation into an error.
+            if matches!(self.row_has_notifications(row_prefix), Ok(false)) {
+                self.notify_rows.remove(row_prefix);
             }
         }
         Ok(())
@@ -598,7 +603,7 @@ impl FjallStore {
         let outcome = plan(&self.latches, &view, item, &mut writes)?;
         drop(snapshot);
         if outcome.applied() {
-            self.apply(&[(item, outcome)], writes)?;
+            self.apply(writes)?;
         }
         Ok(outcome)
     }
@@ -615,14 +620,11 @@ impl FjallStore {
             store: self,
             snapshot: &snapshot,
         };
-        let mut items = Vec::with_capacity(batch.len());
         for item in batch {
-            let outcome = plan(&self.latches, &view, item, &mut writes)?;
-            items.push((item, outcome));
-            outcomes.push(outcome);
+            outcomes.push(plan(&self.latches, &view, item, &mut writes)?);
         }
         drop(snapshot);
-        self.apply(&items, writes)?;
+        self.apply(writes)?;
         Ok(outcomes)
     }
 }
@@ -890,6 +892,46 @@ mod tests {
             read: FamilyRead::all(family),
             row_limit: None,
         }))
+    }
+
+    #[test]
+    fn the_notified_rows_follow_the_final_writes() {
+        use percolator_core::Mutation;
+        let dir = tempfile::tempdir().unwrap();
+        let store = FjallStore::open(dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let apply = |mutations: Vec<Mutation>| {
+            let outcomes = rt
+                .block_on(store.mutate_rows(vec![RowMutation {
+                    table: Bytes::from("t"),
+                    row: Bytes::from("r"),
+                    conditions: vec![],
+                    mutations,
+                }]))
+                .unwrap();
+            assert!(outcomes[0].applied());
+        };
+        let put = || Mutation::Put {
+            family: Family::Notify,
+            column: Bytes::from("c"),
+            ts: 1,
+            value: Bytes::new(),
+        };
+        let delete = || Mutation::DeleteRange {
+            family: Family::Notify,
+            column: Bytes::from("c"),
+            ts: TsRange::ALL,
+        };
+        // Put and deleted again by one mutation: nothing to remember.
+        apply(vec![put(), delete()]);
+        assert_eq!(store.notify_rows.len(), 0);
+        apply(vec![put()]);
+        apply(vec![put()]);
+        assert_eq!(store.notify_rows.len(), 1);
+        apply(vec![delete()]);
+        assert_eq!(store.notify_rows.len(), 0);
     }
 
     #[test]

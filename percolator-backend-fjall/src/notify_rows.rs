@@ -21,14 +21,16 @@
 //! notify cells is a row mutation under the row's write latch ([`percolator_core::embedded::RowLatches`]),
 //! and under that latch the store inserts the row *before* a batch that puts a notification is
 //! applied, and removes it only *after* a batch that deletes one, and only when the engine then
-//! shows no notify key left in the row. A scan therefore never misses a row whose notification
-//! was written before the scan began. Memory is one entry per dirty row: the backlog, not the
+//! shows no notify key left in the row (the row's *final* writes decide: a notification put
+//! and deleted again by one mutation puts nothing). A row already in the set is never inserted
+//! again, since crossbeam's insert replaces the entry and a walk passing by at that moment would
+//! not see it. A scan therefore never misses a row whose notification was written before the
+//! scan began. Memory is one entry per dirty row: the backlog, not the
 //! history.
 
 use std::ops::Bound;
 
 use crossbeam_skiplist::SkipSet;
-use percolator_core::{Family, Mutation, RowMutation};
 
 /// The row prefixes (`enc(table) ++ enc(row)`, [`percolator_core::key::row_prefix`]) that may
 /// hold notify cells, in key order.
@@ -37,39 +39,14 @@ pub(crate) struct NotifyRows {
     rows: SkipSet<Vec<u8>>,
 }
 
-/// How a row mutation touches the notify family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NotifyChange {
-    /// Not at all.
-    None,
-    /// It puts at least one notify cell.
-    Puts,
-    /// It only deletes notify cells.
-    OnlyDeletes,
-}
-
-impl NotifyChange {
-    /// How `item` touches the notify family.
-    pub(crate) fn of(item: &RowMutation) -> Self {
-        let mut change = NotifyChange::None;
-        for m in &item.mutations {
-            match m {
-                Mutation::Put {
-                    family: Family::Notify,
-                    ..
-                } => return NotifyChange::Puts,
-                m if m.family() == Family::Notify => change = NotifyChange::OnlyDeletes,
-                _ => {}
-            }
-        }
-        change
-    }
-}
-
 impl NotifyRows {
     /// Records that `row_prefix` may hold notify cells (before the batch putting them applies).
-    pub(crate) fn insert(&self, row_prefix: Vec<u8>) {
-        self.rows.insert(row_prefix);
+    /// A row already in the set stays put: crossbeam's `insert` would replace its entry, and a
+    /// scan walking past at that moment would not see the row.
+    pub(crate) fn insert(&self, row_prefix: &[u8]) {
+        if !self.rows.contains(row_prefix) {
+            self.rows.insert(row_prefix.to_vec());
+        }
     }
 
     /// Forgets `row_prefix` (after the engine showed it holds no notify cell).
@@ -98,55 +75,11 @@ impl NotifyRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use percolator_core::TsRange;
-
-    fn item(mutations: Vec<Mutation>) -> RowMutation {
-        RowMutation {
-            table: Bytes::from_static(b"t"),
-            row: Bytes::from_static(b"r"),
-            conditions: vec![],
-            mutations,
-        }
-    }
-
-    #[test]
-    fn a_put_of_a_notification_wins_over_deletes() {
-        let put = Mutation::Put {
-            family: Family::Notify,
-            column: Bytes::from_static(b"c"),
-            ts: 5,
-            value: Bytes::new(),
-        };
-        let delete = Mutation::DeleteRange {
-            family: Family::Notify,
-            column: Bytes::from_static(b"c"),
-            ts: TsRange::ALL,
-        };
-        let data = Mutation::Put {
-            family: Family::Data,
-            column: Bytes::from_static(b"c"),
-            ts: 5,
-            value: Bytes::new(),
-        };
-        assert_eq!(
-            NotifyChange::of(&item(vec![data.clone()])),
-            NotifyChange::None
-        );
-        assert_eq!(
-            NotifyChange::of(&item(vec![data.clone(), delete.clone()])),
-            NotifyChange::OnlyDeletes
-        );
-        assert_eq!(
-            NotifyChange::of(&item(vec![delete, put, data])),
-            NotifyChange::Puts
-        );
-    }
 
     #[test]
     fn ranges_are_half_open_and_ordered() {
         let rows = NotifyRows::default();
-        for r in [b"c".to_vec(), b"a".to_vec(), b"b".to_vec(), b"d".to_vec()] {
+        for r in [b"c", b"a", b"b", b"d", b"a"] {
             rows.insert(r);
         }
         rows.remove(b"d");
