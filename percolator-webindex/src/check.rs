@@ -218,14 +218,13 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     })
     .await?;
     for (hash, members) in &clusters {
-        let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
-        let best = choose_canonical(&pairs).map(Bytes::copy_from_slice);
-        if canonicals.get(hash) != best.as_ref() {
+        let best = choose_canonical(members);
+        if canonicals.get(hash) != best {
             violations.push(format!(
                 "cluster {} has canonical {:?}, expected {:?}",
                 lossy(hash),
                 canonicals.get(hash).map(|c| lossy(c)),
-                best.as_deref().map(lossy)
+                best.map(|b| lossy(b))
             ));
         }
     }

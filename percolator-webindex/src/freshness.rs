@@ -277,9 +277,7 @@ pub async fn batch_recluster<S: RowStore>(client: &Client<S>) -> Result<(Duratio
     let rows: Vec<(String, Bytes)> = clusters
         .iter()
         .filter_map(|(hash, members)| {
-            let pairs: Vec<(&[u8], &[u8])> =
-                members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
-            choose_canonical(&pairs).map(|c| (hash.clone(), Bytes::copy_from_slice(c)))
+            choose_canonical(members.iter().map(|(u, d)| (u, d))).map(|c| (hash.clone(), c.clone()))
         })
         .collect();
     for chunk in rows.chunks(256) {

@@ -243,8 +243,7 @@ async fn recanonicalize<S: RowStore>(txn: &mut Transaction<S>, hash: &[u8]) -> R
         .into_iter()
         .map(|item| (item.row.slice(prefix.len()..), item.value))
         .collect();
-    let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|(u, d)| (&u[..], &d[..])).collect();
-    let best = choose_canonical(&pairs).map(Bytes::copy_from_slice);
+    let best = choose_canonical(members.iter().map(|(u, d)| (u, d))).cloned();
     let current = txn.get(CLUSTERS, hash, CANONICAL).await?;
     match best {
         None => {

@@ -72,19 +72,26 @@ pub const MAX_URL_BYTES: usize = 1024;
 
 /// The canonical of a cluster whose members are `(URL, declared canonical or empty)` (see the
 /// module docs): the member most members declare, then the best [`canonical_rank`].
-pub fn choose_canonical<'a>(members: &[(&'a [u8], &'a [u8])]) -> Option<&'a [u8]> {
+pub fn choose_canonical<'a, U, D>(
+    members: impl IntoIterator<Item = (&'a U, &'a D)>,
+) -> Option<&'a U>
+where
+    U: AsRef<[u8]> + 'a,
+    D: AsRef<[u8]> + 'a,
+{
+    let members: Vec<(&U, &[u8])> = members.into_iter().map(|(u, d)| (u, d.as_ref())).collect();
     let mut votes: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
-    for (_, declared) in members {
+    for (_, declared) in &members {
         if !declared.is_empty() {
             *votes.entry(*declared).or_default() += 1;
         }
     }
     members
         .iter()
-        .map(|(url, _)| (votes.get(url).copied().unwrap_or(0), *url))
+        .map(|(url, _)| (votes.get(url.as_ref()).copied().unwrap_or(0), *url))
         .min_by(|a, b| {
             b.0.cmp(&a.0)
-                .then_with(|| canonical_rank(a.1).cmp(&canonical_rank(b.1)))
+                .then_with(|| canonical_rank(a.1.as_ref()).cmp(&canonical_rank(b.1.as_ref())))
         })
         .map(|(_, url)| url)
 }
@@ -200,36 +207,31 @@ pub fn split_terms(bytes: &[u8]) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn choose<'a>(members: &'a [(&'a [u8], &'a [u8])]) -> Option<&'a [u8]> {
+        choose_canonical(members.iter().map(|(u, d)| (u, d))).copied()
+    }
+
     #[test]
     fn declared_canonicals_win_over_the_url_order() {
         let original: &[u8] = b"http://x.example/book/ch1.html";
         let copy: &[u8] = b"http://x.example/zz.html";
         // No declarations: the shorter, shallower copy.
-        assert_eq!(
-            choose_canonical(&[(original, b""), (copy, b"")]),
-            Some(copy)
-        );
+        assert_eq!(choose(&[(original, b""), (copy, b"")]), Some(copy));
         // The copy names the original.
-        assert_eq!(
-            choose_canonical(&[(original, b""), (copy, original)]),
-            Some(original)
-        );
+        assert_eq!(choose(&[(original, b""), (copy, original)]), Some(original));
         // A declaration outside the cluster is ignored.
         assert_eq!(
-            choose_canonical(&[(original, b"http://elsewhere/"), (copy, b"")]),
+            choose(&[(original, b"http://elsewhere/"), (copy, b"")]),
             Some(copy)
         );
         // Two names: the most named wins, then the URL order.
         let third: &[u8] = b"http://x.example/a/b/c.html";
         assert_eq!(
-            choose_canonical(&[(original, third), (copy, original), (third, third)]),
+            choose(&[(original, third), (copy, original), (third, third)]),
             Some(third)
         );
-        assert_eq!(
-            choose_canonical(&[(original, original), (copy, copy)]),
-            Some(copy)
-        );
-        assert_eq!(choose_canonical(&[]), None);
+        assert_eq!(choose(&[(original, original), (copy, copy)]), Some(copy));
+        assert_eq!(choose(&[]), None);
     }
 
     #[test]
