@@ -12,8 +12,8 @@ use parking_lot::Mutex;
 use percolator_core::{Client, GcConfig, RowStore, TimestampOracle};
 use percolator_observers::{GcSchedule, Runtime, RuntimeConfig, RuntimeStats, audit};
 use percolator_webindex::{
-    self as webindex, Clustered, CrawledPage, LoadReport, PageOutcome, freshness, sources,
-    synthetic::SyntheticCrawl, warc,
+    self as webindex, Clustered, CrawledPage, LoadReport, Mode, PageOutcome, SearchOptions,
+    freshness, sources, synthetic::SyntheticCrawl, warc,
 };
 use tokio::sync::mpsc;
 
@@ -35,14 +35,24 @@ pub enum WebindexCommand {
         #[arg(required = true)]
         urls: Vec<String>,
     },
-    /// Canonical documents containing every term.
+    /// Ranked search: canonical documents containing every word (or any, with --any), best
+    /// first, with the total count and snippets.
     Query {
         /// Query words.
         #[arg(required = true)]
         words: Vec<String>,
         /// Most results shown.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Results skipped first (paging).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Documents containing any of the words (OR) instead of all of them (AND).
+        #[arg(long)]
+        any: bool,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Sizes of the index and its invariants (exit code 1 on a violation).
     Stats,
@@ -414,15 +424,25 @@ pub async fn run<S: RowStore>(
                 Ok(ExitCode::FAILURE)
             }
         }
-        WebindexCommand::Query { words, limit } => {
+        WebindexCommand::Query {
+            words,
+            limit,
+            offset,
+            any,
+            json,
+        } => {
             let client = loader(&store, &oracle).await?;
-            let hits = webindex::query(&client, &words.join(" "), *limit).await?;
+            let mode = if *any { Mode::Any } else { Mode::All };
+            let options = SearchOptions::default()
+                .mode(mode)
+                .limit(*limit)
+                .offset(*offset);
+            let results = webindex::search(&client, &words.join(" "), &options).await?;
             client.shutdown().await?;
-            if hits.is_empty() {
-                println!("no document contains every term of {:?}", words.join(" "));
-            }
-            for hit in hits {
-                println!("{}\t{}", hit.url, hit.title);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                print!("{}", format_results(&results, *offset));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -667,11 +687,10 @@ async fn demo<S: RowStore>(
     print!("{}", summary_table(&report.summary));
     println!();
     if let Some(term) = sample_term(&client, &crawl).await? {
-        let hits = webindex::query(&client, &term, 5).await?;
-        println!("query {term:?}: {} hit(s)", hits.len());
-        for hit in hits {
-            println!("  {}  {}", hit.url, hit.title);
-        }
+        let options = SearchOptions::default().limit(3);
+        let results = webindex::search(&client, &term, &options).await?;
+        println!("query {term:?}:");
+        print!("{}", format_results(&results, 0));
     }
     client.shutdown().await?;
     if interrupted {
@@ -697,10 +716,47 @@ async fn sample_term<S: RowStore>(
         )
         .await?;
     Ok(terms.and_then(|t| {
-        webindex::schema::split_terms(&t)
-            .into_iter()
+        webindex::terms::PageTerms::decode(&t)
+            .counts
+            .into_keys()
             .max_by_key(|t| t.len())
     }))
+}
+
+/// Search results for a terminal: the count, then per hit its rank, score, URL, title and
+/// snippet (matches in brackets).
+fn format_results(results: &webindex::SearchResults, offset: usize) -> String {
+    let how = match results.mode {
+        Mode::Any => "any",
+        _ => "all",
+    };
+    let mut out = format!(
+        "{} of {} documents contain {how} of: {}\n",
+        results.total,
+        results.documents,
+        results.terms.join(" ")
+    );
+    if !results.hits.is_empty() {
+        out.push_str(&format!(
+            "showing {}-{}\n",
+            offset + 1,
+            offset + results.hits.len()
+        ));
+    }
+    for (i, hit) in results.hits.iter().enumerate() {
+        out.push_str(&format!(
+            "\n{:>3}. {}  (score {:.2}, {} inlinks)\n     {}\n",
+            offset + i + 1,
+            hit.title,
+            hit.score,
+            hit.inlinks,
+            hit.url
+        ));
+        if !hit.snippet.text.is_empty() {
+            out.push_str(&format!("     {}\n", hit.snippet.marked()));
+        }
+    }
+    out
 }
 
 fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {

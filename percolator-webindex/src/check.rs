@@ -7,7 +7,10 @@
 //!    each membership holds what its document declares; a cluster without members has none;
 //! 3. inverted links point at canonicals: each link target's anchors sit in the `inlinks` row of
 //!    the target's canonical, and nowhere else;
-//! 4. the index holds, for each cluster, exactly the terms of its canonical document.
+//! 4. the index holds, for each cluster, exactly the terms of its canonical document, each
+//!    posting with the term's counts and the document's length;
+//! 5. each canonical's anchor terms (`anchor_terms`) are those of the anchors at it (`inlinks`);
+//! 6. each corpus shard counts exactly the clusters hashing to it and their canonicals' lengths.
 //!
 //! Also counts what is in the index ([`IndexSummary`]).
 //!
@@ -24,6 +27,7 @@ use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
 use serde::Serialize;
 
 use super::schema::*;
+use super::terms::{AnchorTerms, CorpusCounts, PageTerms};
 
 /// Sizes of the web index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -72,11 +76,12 @@ async fn for_each_item<S: RowStore>(
     }
 }
 
-/// A document's `hash`, `cluster` and `declared_canonical` cells, and its terms' [`TermPrint`].
+/// A document's `hash`, `cluster` and `declared_canonical` cells, and its postings'
+/// [`TermPrint`] with its length.
 type DocCells = (
     Option<Bytes>,
     Option<Bytes>,
-    Option<TermPrint>,
+    Option<(TermPrint, u32)>,
     Option<Bytes>,
 );
 
@@ -107,12 +112,14 @@ impl TermPrint {
         self.add(&buf);
     }
 
-    fn of_terms(terms: &[u8]) -> Self {
+    /// The print of a page's postings (term, posting value) and its length.
+    fn of_postings(terms_cell: &[u8]) -> (Self, u32) {
+        let page = PageTerms::decode(terms_cell);
         let mut print = Self::default();
-        for term in terms.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
-            print.add(term);
+        for (term, posting) in page.postings() {
+            print.add_pair(term.as_bytes(), &posting);
         }
-        print
+        (print, page.length)
     }
 }
 
@@ -141,7 +148,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
                 c if c == RAW => summary.documents += 1,
                 c if c == HASH => entry.0 = Some(item.value),
                 c if c == CLUSTER => entry.1 = Some(item.value),
-                c if c == TERMS => entry.2 = Some(TermPrint::of_terms(&item.value)),
+                c if c == TERMS => entry.2 = Some(TermPrint::of_postings(&item.value)),
                 c if c == DECLARED_CANONICAL => entry.3 = Some(item.value),
                 _ => {}
             }
@@ -264,14 +271,30 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     })
     .await?;
     let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
+    // 5. (gathered here) per canonical: xxh3 of its anchor terms, summed from the inlinks.
+    let mut anchor_terms: HashMap<Bytes, u64> = HashMap::new();
+    let mut current: Option<(Bytes, AnchorTerms)> = None;
+    let finish = |current: Option<(Bytes, AnchorTerms)>, prints: &mut HashMap<Bytes, u64>| {
+        if let Some((row, terms)) = current {
+            prints.insert(row, xxhash_rust::xxh3::xxh3_64(&terms.encode()));
+        }
+    };
     for_each_item(&txn, INLINKS, |item| {
         summary.inlinks += 1;
+        if current.as_ref().map(|(row, _)| row) != Some(&item.row) {
+            finish(current.take(), &mut anchor_terms);
+            current = Some((item.row.clone(), AnchorTerms::default()));
+        }
+        if let Some((_, terms)) = current.as_mut() {
+            terms.apply(&item.value, 1);
+        }
         found
             .entry(item.row)
             .or_default()
             .add_pair(&item.column, &item.value);
     })
     .await?;
+    finish(current.take(), &mut anchor_terms);
     let mut canonicals_with_inlinks: BTreeSet<&Bytes> = expected.keys().collect();
     canonicals_with_inlinks.extend(found.keys());
     for canonical in canonicals_with_inlinks {
@@ -310,7 +333,10 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
                 last_term = Some(item.row.clone());
             }
             summary.postings += 1;
-            found.entry(item.column).or_default().add(&item.row);
+            found
+                .entry(item.column)
+                .or_default()
+                .add_pair(&item.row, &item.value);
         }
         match page.next {
             Some(next) => start = next,
@@ -319,7 +345,11 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     }
     let (mut missing, mut stray) = (0usize, 0usize);
     for (hash, canonical) in &canonicals {
-        let expected = docs.get(canonical).and_then(|d| d.2).unwrap_or_default();
+        let expected = docs
+            .get(canonical)
+            .and_then(|d| d.2)
+            .map(|(print, _)| print)
+            .unwrap_or_default();
         let got = found
             .remove(&index_column(canonical, hash))
             .unwrap_or_default();
@@ -328,7 +358,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         } else if got.count > expected.count {
             stray += got.count - expected.count;
         } else if got.sum != expected.sum {
-            // As many postings as terms, but not the same ones.
+            // As many postings as terms, but not the same ones (or other counts).
             missing += 1;
             stray += 1;
         }
@@ -348,6 +378,62 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         violations.push(format!(
             "{exported_clusters} clusters exported, {} have a canonical",
             canonicals.len()
+        ));
+    }
+
+    // 5. anchor terms
+    let mut stored: HashMap<Bytes, u64> = HashMap::new();
+    for_each_item(&txn, ANCHOR_TERMS, |item| {
+        let normalized = AnchorTerms::decode(&item.value).encode();
+        stored.insert(item.row, xxhash_rust::xxh3::xxh3_64(&normalized));
+    })
+    .await?;
+    let mut rows: BTreeSet<&Bytes> = anchor_terms.keys().collect();
+    rows.extend(stored.keys());
+    for row in rows {
+        match (anchor_terms.get(row), stored.get(row)) {
+            (Some(want), Some(got)) if want == got => {}
+            (Some(_), None) => {
+                violations.push(format!("{} has inlinks but no anchor terms", lossy(row)))
+            }
+            (None, Some(_)) => {
+                violations.push(format!("{} has anchor terms but no inlinks", lossy(row)))
+            }
+            _ => violations.push(format!(
+                "the anchor terms of {} are not those of its inlinks",
+                lossy(row)
+            )),
+        }
+    }
+
+    // 6. corpus counts, per shard
+    let mut want: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
+    for (hash, canonical) in &canonicals {
+        let length = docs.get(canonical).and_then(|d| d.2).map_or(0, |(_, l)| l);
+        let shard = want.entry(corpus_row(hash)).or_default();
+        *shard = shard.plus(CorpusCounts {
+            documents: 1,
+            length: i64::from(length),
+        });
+    }
+    let mut got: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
+    for_each_item(&txn, CORPUS, |item| {
+        got.insert(item.row, CorpusCounts::decode(&item.value));
+    })
+    .await?;
+    got.retain(|_, c| *c != CorpusCounts::default());
+    if want != got {
+        let total = |m: &BTreeMap<Bytes, CorpusCounts>| {
+            m.values().fold(CorpusCounts::default(), |a, c| a.plus(*c))
+        };
+        let (w, g) = (total(&want), total(&got));
+        violations.push(format!(
+            "corpus counts say {} documents of {} tokens, the index has {} of {}{}",
+            g.documents,
+            g.length,
+            w.documents,
+            w.length,
+            if w == g { " (in other shards)" } else { "" }
         ));
     }
     Ok(CheckReport {

@@ -1,5 +1,5 @@
-//! Turns a crawled page into what the indexer needs: title, terms, outgoing
-//! links and a content hash.
+//! Turns a crawled page into what the indexer needs: title, term statistics,
+//! outgoing links and a content hash.
 //!
 //! Parsing uses a real HTML5 parser (`scraper`, i.e. html5ever), so malformed
 //! markup is recovered the way browsers recover it. The content hash covers
@@ -7,23 +7,18 @@
 //! their link URLs hash equal — that is how the pipeline detects duplicates.
 //! Nothing here panics, whatever the input bytes.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use scraper::{Html, Node};
 use url::Url;
 use xxhash_rust::xxh3::xxh3_128;
 
-/// The most terms [`terms_of`] (and so [`parse_page`]) keeps per page.
-pub const MAX_TERMS: usize = 200;
+use crate::terms::PageTerms;
+
 /// The most links [`parse_page`] keeps per page.
 pub const MAX_LINKS: usize = 100;
 /// The longest anchor text (in chars) [`parse_page`] keeps per link.
 pub const MAX_ANCHOR_CHARS: usize = 200;
-
-/// The shortest term (in chars) [`terms_of`] keeps.
-const MIN_TERM_CHARS: usize = 2;
-/// The longest term (in chars) [`terms_of`] keeps.
-const MAX_TERM_CHARS: usize = 32;
 
 /// One outgoing link of a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,8 +34,8 @@ pub struct Link {
 pub struct ParsedPage {
     /// The text of `<title>`, whitespace-collapsed (empty when there is none).
     pub title: String,
-    /// The page's distinct terms, sorted, at most [`MAX_TERMS`] (see [`terms_of`]).
-    pub terms: Vec<String>,
+    /// Every distinct term of the title and the body, with counts (see [`PageTerms::of`]).
+    pub terms: PageTerms,
     /// Outgoing links in document order, distinct targets, at most [`MAX_LINKS`].
     pub links: Vec<Link>,
     /// 32 lowercase hex digits of the XXH3-128 hash of the visible text.
@@ -63,6 +58,29 @@ pub struct ParsedPage {
 /// not parse only absolute hrefs are kept. The first anchor text seen for a
 /// target wins.
 pub fn parse_page(base_url: &str, html: &[u8]) -> ParsedPage {
+    walk(base_url, html).finish()
+}
+
+/// A page's visible text as [`parse_page`] reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageText {
+    /// The title, whitespace-collapsed.
+    pub title: String,
+    /// The body's visible text, whitespace-collapsed.
+    pub body: String,
+}
+
+/// The title and visible body text of a page (for snippets).
+pub fn page_text(html: &[u8]) -> PageText {
+    let walker = walk("", html);
+    PageText {
+        title: walker.title.into_string(),
+        body: walker.body_text.into_string(),
+    }
+}
+
+/// One pass over the parsed document.
+fn walk(base_url: &str, html: &[u8]) -> Walker {
     let source = decode_html(html);
     let document = Html::parse_document(&source);
     let mut walker = Walker::new(base_url);
@@ -91,28 +109,7 @@ pub fn parse_page(base_url: &str, html: &[u8]) -> ParsedPage {
             }
         }
     }
-    walker.finish()
-}
-
-/// The distinct terms of `text`.
-///
-/// The text is lowercased and split on every char that is not (Unicode)
-/// alphanumeric; tokens of 2 to 32 chars are kept, deduplicated and sorted,
-/// and only the first [`MAX_TERMS`] of them in sorted order are returned.
-pub fn terms_of(text: &str) -> Vec<String> {
-    let mut terms = all_terms_of(text);
-    terms.truncate(MAX_TERMS);
-    terms
-}
-
-/// Every distinct term of `text`, sorted, normalized as by [`terms_of`] but not capped.
-pub fn all_terms_of(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase();
-    let terms: BTreeSet<&str> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
-        .collect();
-    terms.into_iter().map(str::to_owned).collect()
+    walker
 }
 
 /// How far into a page a `<meta charset>` declaration is looked for (as browsers do).
@@ -428,13 +425,14 @@ impl Walker {
     fn finish(self) -> ParsedPage {
         let title = self.title.into_string();
         let body = self.body_text.into_string();
+        let terms = PageTerms::of(&title, &body);
         let visible = match (title.is_empty(), body.is_empty()) {
             (_, true) => title.clone(),
             (true, false) => body,
             (false, false) => format!("{title} {body}"),
         };
         ParsedPage {
-            terms: terms_of(&visible),
+            terms,
             content_hash: content_hash(&visible),
             links: self
                 .links
@@ -456,6 +454,12 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+    use crate::terms::distinct_terms;
+
+    /// The page's distinct terms, sorted.
+    fn terms(page: &ParsedPage) -> Vec<String> {
+        page.terms.counts.keys().cloned().collect()
+    }
 
     const BASE: &str = "http://example.org/dir/page.html";
 
@@ -502,17 +506,21 @@ mod tests {
                 link("file:///tmp/local.html", "local file"),
             ]
         );
-        let expected_terms = terms_of(
+        let expected_terms = distinct_terms(
             "The Example Page Hello World First paragraph with bold text and a relative link . \
              Absolute fragment only script link mail self link duplicate target broken no href \
              local file",
         );
-        assert_eq!(page.terms, expected_terms);
-        assert!(page.terms.contains(&"example".to_owned()));
-        assert!(page.terms.contains(&"bold".to_owned()));
+        assert_eq!(terms(&page), expected_terms);
+        assert!(page.terms.contains("example"));
+        assert_eq!(page.terms.counts["example"].title, 1);
+        assert_eq!(page.terms.counts["link"].body, 3);
+        assert!(!page.terms.contains("a"), "single chars dropped");
+        let text = page_text(PAGE.as_bytes());
+        assert_eq!(text.title, "The Example Page");
         assert!(
-            !page.terms.contains(&"a".to_owned()),
-            "single chars dropped"
+            text.body
+                .starts_with("Hello World First paragraph with bold text")
         );
     }
 
@@ -527,14 +535,14 @@ mod tests {
             "enable",
             "please",
         ] {
-            assert!(!page.terms.iter().any(|t| t == hidden), "{hidden} leaked");
+            assert!(!page.terms.contains(hidden), "{hidden} leaked");
         }
     }
 
     #[test]
     fn block_boundaries_separate_words_and_inline_ones_do_not() {
         let page = parse_page(BASE, b"<p>alpha</p><p>beta</p><div>ga<b>mma</b></div>");
-        assert_eq!(page.terms, ["alpha", "beta", "gamma"]);
+        assert_eq!(terms(&page), ["alpha", "beta", "gamma"]);
     }
 
     #[test]
@@ -588,29 +596,12 @@ mod tests {
     fn empty_and_titleless_pages() {
         let empty = parse_page(BASE, b"");
         assert_eq!(empty.title, "");
-        assert!(empty.terms.is_empty() && empty.links.is_empty());
+        assert!(empty.terms.counts.is_empty() && empty.links.is_empty());
         assert_eq!(empty.content_hash, format!("{:032x}", xxh3_128(b"")));
 
         let no_title = parse_page(BASE, b"<body>just text</body>");
         assert_eq!(no_title.title, "");
-        assert_eq!(no_title.terms, ["just", "text"]);
-    }
-
-    #[test]
-    fn terms_are_lowercase_sorted_deduped_and_bounded() {
-        assert_eq!(
-            terms_of("Zebra apple APPLE x b2 Ünïcödé straße 東京 a-b"),
-            ["apple", "b2", "straße", "zebra", "ünïcödé", "東京"]
-        );
-        let long = "y".repeat(33);
-        let just_fits = "z".repeat(32);
-        assert_eq!(terms_of(&format!("{long} {just_fits}")), [just_fits]);
-
-        let many: Vec<String> = (0..500).map(|i| format!("w{i:03}")).collect();
-        let terms = terms_of(&many.join(" "));
-        assert_eq!(terms.len(), MAX_TERMS);
-        assert_eq!(terms.first().map(String::as_str), Some("w000"));
-        assert_eq!(terms.last().map(String::as_str), Some("w199"));
+        assert_eq!(terms(&no_title), ["just", "text"]);
     }
 
     #[test]
@@ -657,16 +648,8 @@ mod tests {
         // lossy UTF-8 decoding gave "caf\u{fffd}" and split the words.
         let page = parse_page(BASE, b"<title>caf\xe9 ok</title><p>na\xefve</p>");
         assert_eq!(page.title, "caf\u{e9} ok");
-        assert!(
-            page.terms.contains(&"caf\u{e9}".to_owned()),
-            "{:?}",
-            page.terms
-        );
-        assert!(
-            page.terms.contains(&"na\u{ef}ve".to_owned()),
-            "{:?}",
-            page.terms
-        );
+        assert!(page.terms.contains("caf\u{e9}"), "{:?}", page.terms);
+        assert!(page.terms.contains("na\u{ef}ve"), "{:?}", page.terms);
     }
 
     #[test]
@@ -697,7 +680,8 @@ mod tests {
             let base = if round % 3 == 0 { "garbage" } else { BASE };
             let page = parse_page(base, &bytes);
             assert_eq!(page.content_hash.len(), 32);
-            assert!(page.terms.len() <= MAX_TERMS && page.links.len() <= MAX_LINKS);
+            assert!(page.links.len() <= MAX_LINKS);
+            assert!(page.terms.counts.len() <= page.terms.length as usize);
         }
     }
 
@@ -705,7 +689,7 @@ mod tests {
     fn deep_nesting_does_not_overflow() {
         let html = "<div>".repeat(5_000) + "deep" + &"</div>".repeat(5_000);
         let page = parse_page(BASE, html.as_bytes());
-        assert_eq!(page.terms, ["deep"]);
+        assert_eq!(terms(&page), ["deep"]);
     }
 
     #[test]
@@ -714,11 +698,7 @@ mod tests {
         let latin1 = b"<html><head><meta charset=\"iso-8859-1\"><title>Caf\xe9</title></head><body><p>Caf\xe9 cr\xe8me br\xfbl\xe9e</p></body></html>";
         let page = parse_page("http://x.example/", latin1);
         assert_eq!(page.title, "Caf\u{e9}");
-        assert!(
-            page.terms.contains(&"cr\u{e8}me".to_owned()),
-            "{:?}",
-            page.terms
-        );
+        assert!(page.terms.contains("cr\u{e8}me"), "{:?}", page.terms);
         // http-equiv form, Shift_JIS: 日本語のテキスト.
         let (sjis, _, _) = encoding_rs::SHIFT_JIS.encode("日本語のテキスト");
         let mut html =
@@ -727,29 +707,25 @@ mod tests {
         html.extend_from_slice(&sjis);
         html.extend_from_slice(b"</p>");
         let page = parse_page("http://x.example/", &html);
-        assert!(!page.terms.is_empty(), "Shift_JIS text gives terms");
+        assert!(!page.terms.counts.is_empty(), "Shift_JIS text gives terms");
         assert!(
-            page.terms.iter().any(|t| t.contains("日本語")),
+            page.terms.counts.keys().any(|t| t.contains("日本語")),
             "{:?}",
             page.terms
         );
         // Undeclared Windows-1252 is detected; undeclared valid UTF-8 stays UTF-8.
         let cp1252 = b"<p>na\xefve fa\xe7ade d\xe9j\xe0 vu r\xe9sum\xe9 \x93quoted\x94 caf\xe9</p>";
         let page = parse_page("http://x.example/", cp1252);
-        assert!(
-            page.terms.contains(&"fa\u{e7}ade".to_owned()),
-            "{:?}",
-            page.terms
-        );
+        assert!(page.terms.contains("fa\u{e7}ade"), "{:?}", page.terms);
         let page = parse_page("http://x.example/", "<p>Grüße aus Köln</p>".as_bytes());
-        assert!(page.terms.contains(&"grüße".to_owned()), "{:?}", page.terms);
+        assert!(page.terms.contains("grüße"), "{:?}", page.terms);
         // A byte-order mark wins over a wrong declaration.
         let mut bom = vec![0xEF, 0xBB, 0xBF];
         bom.extend_from_slice("<meta charset=iso-8859-1><p>Zürich</p>".as_bytes());
         assert!(
             parse_page("http://x.example/", &bom)
                 .terms
-                .contains(&"zürich".to_owned())
+                .contains("zürich")
         );
     }
 }

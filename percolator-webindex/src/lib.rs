@@ -8,20 +8,23 @@
 //! `documents:raw` one transaction each; the observers of [`pipeline`] then process documents,
 //! cluster duplicates, invert links and export a term index, each step triggered by the one
 //! before through notifications. [`check`](mod@check) verifies the invariants whenever nothing is pending,
-//! [`query`](mod@query) answers term queries, and [`freshness`] is the paper's Figure 7 in miniature.
-//! [`schema`] is the table layout.
+//! [`search`](mod@search) answers ranked queries, [`relevance`] measures how well, and
+//! [`freshness`] is the paper's Figure 7 in miniature. [`schema`] is the table layout and
+//! [`terms`] the term statistics the index ranks with.
 
 pub mod check;
 pub mod freshness;
 pub mod html;
 pub mod load;
 pub mod pipeline;
-pub mod query;
+pub mod relevance;
 pub mod scale;
 pub mod schema;
+pub mod search;
 pub mod soak;
 pub mod sources;
 pub mod synthetic;
+pub mod terms;
 pub mod warc;
 
 pub use check::{CheckReport, IndexSummary, check};
@@ -29,5 +32,5 @@ pub use load::{
     LoadError, LoadReport, PageOutcome, delete_missing, delete_page, load_page, load_pages,
 };
 pub use pipeline::{Clustered, observed_columns, observers};
-pub use query::{Hit, query};
+pub use search::{Hit, Mode, SearchOptions, SearchResults, search};
 pub use sources::CrawledPage;

@@ -9,15 +9,17 @@
 //!    cluster's canonical changes, every member's anchors must be forwarded anew, so it notifies
 //!    their `links` rows.
 //! 3. [`LinkForwarder`] (weak, `links:anchors`): attaches a target's anchor text to the target's
-//!    canonical duplicate (`inlinks`), removing what it forwarded elsewhere before.
+//!    canonical duplicate (`inlinks`), removing what it forwarded elsewhere before, and keeps
+//!    each canonical's anchor term counts (`anchor_terms`) in step.
 //! 4. [`Exporter`] (strong, `clusters:canonical`): keeps the term index (`index`: term →
-//!    canonical URLs) in step with each cluster's canonical document.
+//!    canonical URLs, with the term's counts) and the corpus counts (`corpus`) in step with each
+//!    cluster's canonical document.
 //!
 //! Every observer writes a cell that every concurrent run for the same target also writes
 //! (`canonical`, `forwarded_to`, the ack), so snapshot isolation serializes them: no write skew
 //! between two runs that each read what the other changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -28,6 +30,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::html::parse_page;
 use super::schema::*;
+use super::terms::{AnchorTerms, CorpusCounts, PageTerms};
 use percolator_observers::{Change, Observer, Observers};
 
 /// A document reached its clustered state: sent by the clusterer after its commit (for the
@@ -120,7 +123,7 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
             Some(raw) => {
                 let page = parse_page(&String::from_utf8_lossy(url), raw);
                 txn.set(DOCUMENTS, url, TITLE, page.title.clone())?;
-                txn.set(DOCUMENTS, url, TERMS, page.terms.join(" "))?;
+                txn.set(DOCUMENTS, url, TERMS, page.terms.encode())?;
                 let links: BTreeMap<String, String> = page
                     .links
                     .into_iter()
@@ -300,10 +303,14 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
         }
         let canonical = canonical_of(txn, target).await?;
         let prefix = inlink_prefix(target);
+        // What this run changes in each canonical's anchor terms.
+        let mut deltas: BTreeMap<Bytes, AnchorTerms> = BTreeMap::new();
         if let Some(old) = forwarded_to.as_ref().filter(|old| **old != canonical) {
+            let delta = deltas.entry(old.clone()).or_default();
             for item in scan_row(txn, INLINKS, old).await? {
                 if item.column.starts_with(&prefix) {
                     txn.delete(INLINKS, old, &item.column)?;
+                    delta.apply(&item.value, -1);
                 }
             }
         }
@@ -313,12 +320,35 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
                 existing.insert(item.column, item.value);
             }
         }
-        for column in existing.keys().filter(|c| !desired.contains_key(*c)) {
+        let delta = deltas.entry(canonical.clone()).or_default();
+        for (column, anchor) in existing.iter().filter(|(c, _)| !desired.contains_key(*c)) {
             txn.delete(INLINKS, &canonical, column)?;
+            delta.apply(anchor, -1);
         }
         for (column, anchor) in &desired {
-            if existing.get(column) != Some(anchor) {
+            let old = existing.get(column);
+            if old != Some(anchor) {
                 txn.set(INLINKS, &canonical, column, anchor.clone())?;
+                if let Some(old) = old {
+                    delta.apply(old, -1);
+                }
+                delta.apply(anchor, 1);
+            }
+        }
+        for (row, delta) in deltas {
+            if delta.is_empty() {
+                continue;
+            }
+            let mut summary = txn
+                .get(ANCHOR_TERMS, &row, SUMMARY)
+                .await?
+                .map(|b| AnchorTerms::decode(&b))
+                .unwrap_or_default();
+            summary.merge(&delta);
+            if summary.anchors <= 0 && summary.terms.is_empty() {
+                txn.delete(ANCHOR_TERMS, &row, SUMMARY)?;
+            } else {
+                txn.set(ANCHOR_TERMS, &row, SUMMARY, summary.encode())?;
             }
         }
         if desired.is_empty() {
@@ -352,24 +382,18 @@ impl<S: RowStore> Observer<S> for Exporter {
         let (old_url, old_terms) = match txn.get(CLUSTERS, hash, EXPORTED).await? {
             Some(b) => {
                 let (url, terms) = decode_exported(&b);
-                (Some(url), terms.into_iter().collect::<BTreeSet<_>>())
+                (Some(url), terms)
             }
-            None => (None, BTreeSet::new()),
+            None => (None, PageTerms::default()),
         };
-        let (new_url, new_terms) = match &change.value {
-            Some(url) => {
-                let terms = txn
-                    .get(DOCUMENTS, url, TERMS)
-                    .await?
-                    .map(|t| split_terms(&t))
-                    .unwrap_or_default();
-                (
-                    Some(url.clone()),
-                    terms.into_iter().collect::<BTreeSet<_>>(),
-                )
-            }
-            None => (None, BTreeSet::new()),
+        let (new_url, new_cell) = match &change.value {
+            Some(url) => (
+                Some(url.clone()),
+                txn.get(DOCUMENTS, url, TERMS).await?.unwrap_or_default(),
+            ),
+            None => (None, Bytes::new()),
         };
+        let new_terms = PageTerms::decode(&new_cell);
         if old_url == new_url && old_terms == new_terms {
             return Ok(());
         }
@@ -377,25 +401,55 @@ impl<S: RowStore> Observer<S> for Exporter {
         if let Some(old_url) = &old_url {
             let column = index_column(old_url, hash);
             for term in old_terms
-                .iter()
-                .filter(|t| !same_url || !new_terms.contains(*t))
+                .counts
+                .keys()
+                .filter(|t| !same_url || !new_terms.contains(t))
             {
-                txn.delete(INDEX, term, &column)?;
+                txn.delete(INDEX, term.as_str(), &column)?;
             }
+        }
+        let mut corpus = CorpusCounts::default();
+        if old_url.is_some() {
+            corpus = corpus.plus(CorpusCounts {
+                documents: -1,
+                length: -i64::from(old_terms.length),
+            });
         }
         match &new_url {
             Some(new_url) => {
                 let column = index_column(new_url, hash);
-                for term in new_terms
-                    .iter()
-                    .filter(|t| !same_url || !old_terms.contains(*t))
-                {
-                    txn.set(INDEX, term, &column, Bytes::new())?;
+                let old_postings: BTreeMap<&str, Bytes> = if same_url {
+                    old_terms.postings().collect()
+                } else {
+                    BTreeMap::new()
+                };
+                for (term, posting) in new_terms.postings() {
+                    if old_postings.get(term) != Some(&posting) {
+                        txn.set(INDEX, term, &column, posting)?;
+                    }
                 }
-                let terms: Vec<String> = new_terms.into_iter().collect();
-                txn.set(CLUSTERS, hash, EXPORTED, encode_exported(new_url, &terms))?;
+                txn.set(
+                    CLUSTERS,
+                    hash,
+                    EXPORTED,
+                    encode_exported(new_url, &new_cell),
+                )?;
+                corpus = corpus.plus(CorpusCounts {
+                    documents: 1,
+                    length: i64::from(new_terms.length),
+                });
             }
             None => txn.delete(CLUSTERS, hash, EXPORTED)?,
+        }
+        if corpus != CorpusCounts::default() {
+            let row = corpus_row(hash);
+            let now = txn
+                .get(CORPUS, &row, COUNTS)
+                .await?
+                .map(|b| CorpusCounts::decode(&b))
+                .unwrap_or_default()
+                .plus(corpus);
+            txn.set(CORPUS, row, COUNTS, now.encode())?;
         }
         Ok(())
     }

@@ -2,12 +2,19 @@
 //!
 //! | table       | row                  | columns                                                        |
 //! |-------------|----------------------|----------------------------------------------------------------|
-//! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms`, `outlinks`, `declared_canonical`, `cluster` |
+//! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms` ([`PageTerms`]), `outlinks`, `declared_canonical`, `cluster` |
 //! | `links`     | link target URL      | `from:<source URL>` = anchor text, `anchors` (weakly observed trigger), `forwarded_to` |
-//! | `clusters`  | content hash         | `canonical` (observed), `exported`                              |
+//! | `clusters`  | content hash         | `canonical` (observed), `exported` (URL and [`PageTerms`])      |
 //! | `members`   | `<hash>/<URL>`       | `m` = the URL the member declares canonical (or empty)         |
 //! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
-//! | `index`     | term                 | `<canonical URL>\0<hash>`                                       |
+//! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of its inlinks                      |
+//! | `index`     | term                 | `<canonical URL>\0<hash>` = posting ([`encode_posting`](crate::terms::encode_posting))        |
+//! | `corpus`    | `shard-<nn>` (64)    | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the clusters hashing to the shard |
+//!
+//! `anchor_terms` and `corpus` are summaries kept exact by the observers that change what they
+//! summarize (the link forwarder, the exporter), in the same transactions: two runs changing
+//! one summary write the same cell, so snapshot isolation lets one of them commit and retries
+//! the other. The corpus counts are sharded so that concurrent exporters rarely meet there.
 //!
 //! **The stated score.** The paper keeps the duplicate with the highest PageRank as canonical;
 //! we have no link graph computation, so the score is stated. First the pages' own word: a
@@ -19,6 +26,8 @@
 
 use bytes::Bytes;
 
+use crate::terms::PageTerms;
+
 /// Documents by URL.
 pub const DOCUMENTS: &[u8] = b"documents";
 /// Raw HTML written by loaders (observed by the document processor).
@@ -27,7 +36,7 @@ pub const RAW: &[u8] = b"raw";
 pub const HASH: &[u8] = b"hash";
 /// Page title.
 pub const TITLE: &[u8] = b"title";
-/// Space-separated terms of the page's visible text.
+/// The page's term statistics ([`PageTerms`]).
 pub const TERMS: &[u8] = b"terms";
 /// Outgoing links, encoded by [`encode_outlinks`].
 pub const OUTLINKS: &[u8] = b"outlinks";
@@ -61,11 +70,33 @@ pub const MEMBER: &[u8] = b"m";
 /// Anchor text forwarded to canonical URLs.
 pub const INLINKS: &[u8] = b"inlinks";
 
+/// Per canonical: the terms of the anchor texts forwarded to it ([`AnchorTerms`](crate::terms::AnchorTerms)).
+pub const ANCHOR_TERMS: &[u8] = b"anchor_terms";
+/// The column of [`ANCHOR_TERMS`].
+pub const SUMMARY: &[u8] = b"summary";
+
 /// The exported term index.
 pub const INDEX: &[u8] = b"index";
 
+/// Corpus counts for ranking: documents in the index and their total length, in
+/// [`CORPUS_SHARDS`] rows.
+pub const CORPUS: &[u8] = b"corpus";
+/// The column of [`CORPUS`].
+pub const COUNTS: &[u8] = b"counts";
+/// Rows of [`CORPUS`].
+pub const CORPUS_SHARDS: u64 = 64;
+
 /// Every table of the web index (for status reports and end-of-run checks).
-pub const TABLES: [&[u8]; 6] = [DOCUMENTS, LINKS, CLUSTERS, MEMBERS, INLINKS, INDEX];
+pub const TABLES: [&[u8]; 8] = [
+    DOCUMENTS,
+    LINKS,
+    CLUSTERS,
+    MEMBERS,
+    INLINKS,
+    ANCHOR_TERMS,
+    INDEX,
+    CORPUS,
+];
 
 /// Longest URL the pipeline accepts (row keys and column names are built from URLs).
 pub const MAX_URL_BYTES: usize = 1024;
@@ -144,6 +175,15 @@ pub fn index_column(url: &[u8], hash: &[u8]) -> Bytes {
     [url, b"\0", hash].concat().into()
 }
 
+/// The [`CORPUS`] row counting cluster `hash`.
+pub fn corpus_row(hash: &[u8]) -> Bytes {
+    format!(
+        "shard-{:02}",
+        xxhash_rust::xxh3::xxh3_64(hash) % CORPUS_SHARDS
+    )
+    .into()
+}
+
 /// Splits an [`INDEX`] column into `(url, hash)`.
 pub fn split_index_column(column: &[u8]) -> Option<(&[u8], &[u8])> {
     let i = column.iter().rposition(|&b| b == 0)?;
@@ -177,30 +217,19 @@ pub fn decode_outlinks(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Encodes what the exporter exported for a cluster: the canonical URL, then its terms.
-pub fn encode_exported(url: &[u8], terms: &[String]) -> Bytes {
-    let mut out = url.to_vec();
-    out.push(b'\n');
-    out.extend_from_slice(terms.join(" ").as_bytes());
-    out.into()
+/// Encodes what the exporter exported for a cluster: the canonical URL, a newline, then the
+/// canonical's [`TERMS`] cell as it was exported.
+pub fn encode_exported(url: &[u8], terms: &[u8]) -> Bytes {
+    [url, b"\n", terms].concat().into()
 }
 
-/// Decodes [`encode_exported`].
-pub fn decode_exported(bytes: &[u8]) -> (Bytes, Vec<String>) {
+/// Decodes [`encode_exported`] into the URL and the [`PageTerms`].
+pub fn decode_exported(bytes: &[u8]) -> (Bytes, PageTerms) {
     let (url, terms) = match bytes.iter().position(|&b| b == b'\n') {
         Some(i) => (&bytes[..i], &bytes[i + 1..]),
         None => (bytes, &b""[..]),
     };
-    (Bytes::copy_from_slice(url), split_terms(terms))
-}
-
-/// Splits a [`TERMS`] cell.
-pub fn split_terms(bytes: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(bytes)
-        .split(' ')
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect()
+    (Bytes::copy_from_slice(url), PageTerms::decode(terms))
 }
 
 #[cfg(test)]
@@ -258,9 +287,10 @@ mod tests {
                 ("http://b/".to_owned(), String::new())
             ]
         );
-        let terms = vec!["alpha".to_owned(), "beta".to_owned()];
-        let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms));
+        let terms = PageTerms::of("alpha", "beta beta");
+        let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms.encode()));
         assert_eq!((url.as_ref(), back), (&b"http://a/"[..], terms));
+        assert!(corpus_row(b"0123abcd").starts_with(b"shard-"));
         let col = index_column(b"http://a/\0weird", b"h");
         assert_eq!(
             split_index_column(&col),

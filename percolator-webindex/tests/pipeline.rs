@@ -11,13 +11,35 @@ use bytes::Bytes;
 use percolator_core::conformance::StoreFactory;
 use percolator_core::{Columns, RowStore};
 use percolator_observers::conformance::{idle, start, writer};
-use percolator_webindex::{self as webindex, CrawledPage, synthetic::SyntheticCrawl, warc};
+use percolator_webindex::{
+    self as webindex, CrawledPage, SearchOptions, synthetic::SyntheticCrawl, warc,
+};
 
 async fn load<S: RowStore>(client: &percolator_core::Client<S>, pages: Vec<CrawledPage>) {
     let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
     webindex::load_pages(client, pages, 8, |_, _| {})
         .await
         .unwrap();
+}
+
+async fn search<S: RowStore>(
+    client: &percolator_core::Client<S>,
+    query: &str,
+    limit: usize,
+) -> webindex::SearchResults {
+    webindex::search(client, query, &SearchOptions::default().limit(limit))
+        .await
+        .unwrap()
+}
+
+/// The URLs a query finds, best first.
+async fn urls<S: RowStore>(client: &percolator_core::Client<S>, query: &str) -> Vec<String> {
+    search(client, query, 10)
+        .await
+        .hits
+        .into_iter()
+        .map(|h| h.url)
+        .collect()
 }
 
 async fn assert_invariants<S: RowStore>(
@@ -62,12 +84,15 @@ pub async fn webindex_synthetic_with_recrawls<F: StoreFactory>(factory: &F) {
         .await
         .unwrap()
         .unwrap();
-    let term = webindex::schema::split_terms(&terms).pop().unwrap();
-    let hits = webindex::query(&client, &term, 1000).await.unwrap();
+    let terms = webindex::terms::PageTerms::decode(&terms);
+    // Its alphabetically last term (on a large page, past where the old 200-term cap cut).
+    let term = terms.counts.keys().last().unwrap().clone();
+    let results = search(&client, &term, 1000).await;
     assert!(
-        hits.iter().any(|h| h.url == url),
-        "{url} not found by {term}: {hits:?}"
+        results.hits.iter().any(|h| h.url == url),
+        "{url} not found by {term}: {results:?}"
     );
+    assert_eq!(results.total, results.hits.len());
     let stats = runtime.shutdown().await.unwrap();
     assert!(stats.notifications_processed > 0);
 }
@@ -101,20 +126,19 @@ pub async fn webindex_warc<F: StoreFactory>(factory: &F) {
     idle(&runtime).await;
     let summary = assert_invariants(&client).await;
     assert_eq!((summary.documents, summary.clusters), (4, 3));
-    let hits = webindex::query(&client, "alpha", 10).await.unwrap();
     assert_eq!(
-        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        urls(&client, "alpha").await,
         vec!["http://a.example/"],
         "the mirror is not canonical"
     );
-    // More words than a page indexes is an error that says so, not a silently cut query.
-    let long: Vec<String> = (0..=webindex::html::MAX_TERMS)
+    // More words than a query may have is an error that says so, not a silently cut query.
+    let long: Vec<String> = (0..=webindex::search::MAX_QUERY_TERMS)
         .map(|i| format!("w{i:04}"))
         .collect();
-    let err = webindex::query(&client, &long.join(" "), 10)
+    let err = webindex::search(&client, &long.join(" "), &SearchOptions::default())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("201 distinct words"), "{err}");
+    assert!(err.to_string().contains("33 distinct words"), "{err}");
     let txn = client.begin().await.unwrap();
     let inlinks = txn
         .scan(
@@ -168,9 +192,8 @@ pub async fn webindex_declared_canonical<F: StoreFactory>(factory: &F) {
     idle(&runtime).await;
     let summary = assert_invariants(&client).await;
     assert_eq!((summary.documents, summary.clusters), (3, 2));
-    let hits = webindex::query(&client, "unsafe", 10).await.unwrap();
     assert_eq!(
-        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        urls(&client, "unsafe").await,
         vec![chapter],
         "the declared canonical wins over the shorter copy"
     );
@@ -207,11 +230,7 @@ pub async fn webindex_declared_canonical<F: StoreFactory>(factory: &F) {
     .await;
     idle(&runtime).await;
     assert_invariants(&client).await;
-    let hits = webindex::query(&client, "unsafe", 10).await.unwrap();
-    assert_eq!(
-        hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
-        vec![copy]
-    );
+    assert_eq!(urls(&client, "unsafe").await, vec![copy]);
     runtime.shutdown().await.unwrap();
 }
 

@@ -1,0 +1,309 @@
+//! Search over the exported index: ranked, with a total count and snippets.
+//!
+//! A query is split into terms the way pages are ([`distinct_terms`]). [`Mode::All`] (the
+//! default, AND) finds the canonical documents containing every term, in the title or the body;
+//! [`Mode::Any`] (OR) those containing at least one. Every query reads one snapshot:
+//!
+//! 1. the corpus counts (`corpus`, 64 cells: documents N and their total length);
+//! 2. every posting of every query term (`index` rows). A term's document frequency is the
+//!    number of its postings in that snapshot, so it is exact: the exporter writes a document's
+//!    postings and its corpus count in one transaction;
+//! 3. BM25 over title and body ([`rank`]) for every matching document: the total is their
+//!    number;
+//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the anchor terms of
+//!    links to the document and its inlink count (`anchor_terms`), added to the score;
+//! 5. for the page of hits returned: the title and a [`snippet`](mod@snippet) from the stored
+//!    HTML.
+//!
+//! A query's cost grows with the postings of its terms, so a query for a word on every page
+//! reads every document's posting for it.
+
+pub mod rank;
+pub mod snippet;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use futures::future::try_join_all;
+use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
+use serde::Serialize;
+
+use crate::html::page_text;
+use crate::schema::{
+    ANCHOR_TERMS, CORPUS, DOCUMENTS, INDEX, RAW, SUMMARY, TITLE, split_index_column,
+};
+use crate::terms::{AnchorTerms, CorpusCounts, decode_posting, distinct_terms};
+pub use snippet::Snippet;
+
+/// The most distinct terms a query may have (more is an error, never a silently cut query).
+pub const MAX_QUERY_TERMS: usize = 32;
+/// The most hits one query returns.
+pub const MAX_LIMIT: usize = 1000;
+/// Candidates re-ranked with their anchors and inlinks (at least).
+pub const RERANK_POOL: usize = 100;
+
+/// How a query's terms combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Mode {
+    /// Documents containing every term (AND).
+    #[default]
+    All,
+    /// Documents containing at least one term (OR).
+    Any,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "all" | "and" => Ok(Mode::All),
+            "any" | "or" => Ok(Mode::Any),
+            _ => Err(Error::InvalidInput(format!(
+                "search mode {s:?}: expected `all` (AND) or `any` (OR)"
+            ))),
+        }
+    }
+}
+
+/// What to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchOptions {
+    /// AND or OR.
+    pub mode: Mode,
+    /// Hits to return (at most [`MAX_LIMIT`]).
+    pub limit: usize,
+    /// Hits to skip first (for paging).
+    pub offset: usize,
+    /// Whether to read the pages for snippets.
+    pub snippets: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::All,
+            limit: 10,
+            offset: 0,
+            snippets: true,
+        }
+    }
+}
+
+impl SearchOptions {
+    /// With this mode.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Returning at most `limit` hits.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Skipping the first `offset` hits.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+
+    /// With or without snippets.
+    pub fn snippets(mut self, snippets: bool) -> Self {
+        self.snippets = snippets;
+        self
+    }
+}
+
+/// One ranked result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    /// Canonical URL.
+    pub url: String,
+    /// Its title.
+    pub title: String,
+    /// Its score (higher is better; comparable within one query only).
+    pub score: f64,
+    /// Links pointing at it (anchors forwarded to it).
+    pub inlinks: i64,
+    /// Where the query's terms occur in it (empty without snippets).
+    pub snippet: Snippet,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchResults {
+    /// The query's terms, as searched.
+    pub terms: Vec<String>,
+    /// How they combined.
+    pub mode: Mode,
+    /// Documents matching (all of them, not just the ones returned).
+    pub total: usize,
+    /// Documents in the index.
+    pub documents: i64,
+    /// The page of hits asked for, best first.
+    pub hits: Vec<Hit>,
+}
+
+/// A matching document while ranking.
+struct Candidate {
+    column: Bytes,
+    score: f64,
+    inlinks: i64,
+}
+
+/// Searches the index (see the module docs).
+pub async fn search<S: RowStore>(
+    client: &Client<S>,
+    query: &str,
+    options: &SearchOptions,
+) -> Result<SearchResults> {
+    let terms = distinct_terms(query);
+    if terms.len() > MAX_QUERY_TERMS {
+        return Err(Error::InvalidInput(format!(
+            "the query has {} distinct words; at most {MAX_QUERY_TERMS} are allowed",
+            terms.len()
+        )));
+    }
+    if options.limit > MAX_LIMIT {
+        return Err(Error::InvalidInput(format!(
+            "limit {} is above the most a query returns, {MAX_LIMIT}",
+            options.limit
+        )));
+    }
+    let txn = client.begin().await?;
+    let corpus = corpus_counts(&txn).await?;
+    let mut results = SearchResults {
+        terms,
+        mode: options.mode,
+        total: 0,
+        documents: corpus.documents,
+        hits: Vec::new(),
+    };
+    if results.terms.is_empty() {
+        return Ok(results);
+    }
+    let average_length = if corpus.documents > 0 {
+        corpus.length as f64 / corpus.documents as f64
+    } else {
+        1.0
+    };
+
+    // BM25 over every matching document.
+    let mut matches: HashMap<Bytes, (f64, usize)> = HashMap::new();
+    let mut weights = Vec::with_capacity(results.terms.len());
+    for term in &results.terms {
+        let row = Bytes::from(term.clone());
+        let postings = txn.scan(INDEX, row.clone()..=row, Columns::All).await?;
+        let idf = rank::idf(corpus.documents.max(0) as u64, postings.len() as u64);
+        weights.push((term.clone(), idf));
+        for item in postings {
+            let posting = decode_posting(&item.value).unwrap_or_default();
+            let entry = matches.entry(item.column).or_default();
+            entry.0 += rank::term_score(idf, &posting, average_length);
+            entry.1 += 1;
+        }
+    }
+    let needed = match options.mode {
+        Mode::All => results.terms.len(),
+        Mode::Any => 1,
+    };
+    let mut candidates: Vec<Candidate> = matches
+        .into_iter()
+        .filter(|(_, (_, matched))| *matched >= needed)
+        .map(|(column, (score, _))| Candidate {
+            column,
+            score,
+            inlinks: 0,
+        })
+        .collect();
+    results.total = candidates.len();
+    sort(&mut candidates);
+
+    // Anchors and inlinks for the best of them.
+    let wanted = options.offset.saturating_add(options.limit);
+    candidates.truncate(RERANK_POOL.max(wanted.saturating_mul(4)));
+    let summaries = try_join_all(candidates.iter().map(|c| {
+        let url = split_index_column(&c.column).map_or(&c.column[..], |(url, _)| url);
+        txn.get(ANCHOR_TERMS, url, SUMMARY)
+    }))
+    .await?;
+    for (candidate, summary) in candidates.iter_mut().zip(summaries) {
+        let anchors = summary.map(|b| AnchorTerms::decode(&b)).unwrap_or_default();
+        candidate.score += rank::anchor_score(&weights, &anchors);
+        candidate.inlinks = anchors.anchors;
+    }
+    sort(&mut candidates);
+
+    let page: Vec<Candidate> = candidates
+        .into_iter()
+        .skip(options.offset)
+        .take(options.limit)
+        .collect();
+    results.hits = try_join_all(
+        page.into_iter()
+            .map(|c| hit(&txn, c, &results.terms, options.snippets)),
+    )
+    .await?;
+    Ok(results)
+}
+
+/// Best score first, then URL order (deterministic ties).
+fn sort(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.column.cmp(&b.column))
+    });
+}
+
+/// The corpus counts summed over their shards.
+async fn corpus_counts<S: RowStore>(txn: &Transaction<S>) -> Result<CorpusCounts> {
+    Ok(txn
+        .scan::<Bytes>(CORPUS, .., Columns::All)
+        .await?
+        .iter()
+        .fold(CorpusCounts::default(), |sum, item| {
+            sum.plus(CorpusCounts::decode(&item.value))
+        }))
+}
+
+/// A candidate's title and snippet.
+async fn hit<S: RowStore>(
+    txn: &Transaction<S>,
+    candidate: Candidate,
+    terms: &[String],
+    with_snippet: bool,
+) -> Result<Hit> {
+    let url = split_index_column(&candidate.column).map_or(candidate.column.clone(), |(url, _)| {
+        Bytes::copy_from_slice(url)
+    });
+    let title = txn.get(DOCUMENTS, &url, TITLE).await?.unwrap_or_default();
+    let snippet = if with_snippet {
+        match txn.get(DOCUMENTS, &url, RAW).await? {
+            Some(html) => {
+                let text = page_text(&html);
+                let body = if text.body.is_empty() {
+                    text.title
+                } else {
+                    text.body
+                };
+                snippet::snippet(&body, terms)
+            }
+            None => Snippet::default(),
+        }
+    } else {
+        Snippet::default()
+    };
+    Ok(Hit {
+        url: String::from_utf8_lossy(&url).into_owned(),
+        title: String::from_utf8_lossy(&title).into_owned(),
+        score: candidate.score,
+        inlinks: candidate.inlinks,
+        snippet,
+    })
+}

@@ -1,0 +1,332 @@
+//! Term statistics and their cell encodings: what the search index ([`crate::search`]) ranks
+//! with.
+//!
+//! - [`PageTerms`]: every distinct term of a page with how often it occurs in the title and in
+//!   the body, and the page's length in tokens. The document processor writes it to
+//!   `documents:terms`; the exporter turns it into postings.
+//! - A posting's value ([`encode_posting`]): the term's counts and the document's length, so a
+//!   query ranks from the postings alone.
+//! - [`AnchorTerms`]: the anchor texts forwarded to one canonical: how many, and per term how
+//!   many of them contain it. The link forwarder keeps it exact by applying what each run
+//!   changes.
+//! - [`CorpusCounts`]: one shard of the corpus-wide document count and total length (BM25's N
+//!   and average length). The exporter keeps it exact the same way.
+//!
+//! Text formats (readable in `percolator scan`), decoded without panics: a malformed line is
+//! skipped, a malformed header reads as zero, so corrupt bytes degrade ranking and are reported
+//! by the check, never crash a query.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+/// The shortest term (in chars) [`tokens`] keeps.
+const MIN_TERM_CHARS: usize = 2;
+/// The longest term (in chars) [`tokens`] keeps.
+const MAX_TERM_CHARS: usize = 32;
+
+/// The terms of `lowercase` text in order, repeats included: maximal runs of (Unicode)
+/// alphanumeric chars of 2 to 32 chars, with their byte ranges.
+pub fn tokens(lowercase: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut start = None;
+    lowercase
+        .char_indices()
+        .chain(std::iter::once((lowercase.len(), ' ')))
+        .filter_map(move |(i, c)| {
+            if c.is_alphanumeric() {
+                start.get_or_insert(i);
+                None
+            } else {
+                let s = start.take()?;
+                Some((s, &lowercase[s..i]))
+            }
+        })
+        .filter(|(_, t)| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
+}
+
+/// Every distinct term of `text` (lowercased, as [`tokens`] splits it), sorted.
+pub fn distinct_terms(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let terms: std::collections::BTreeSet<&str> = tokens(&lower).map(|(_, t)| t).collect();
+    terms.into_iter().map(str::to_owned).collect()
+}
+
+/// How often a term occurs in one page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TermCounts {
+    /// Occurrences in the title.
+    pub title: u32,
+    /// Occurrences in the body.
+    pub body: u32,
+}
+
+/// Every distinct term of a page with its [`TermCounts`], and the page's length in tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageTerms {
+    /// Tokens in the title and the body together, repeats included.
+    pub length: u32,
+    /// Per distinct term, sorted.
+    pub counts: BTreeMap<String, TermCounts>,
+}
+
+impl PageTerms {
+    /// The statistics of a page with this title and body text.
+    pub fn of(title: &str, body: &str) -> Self {
+        let mut page = Self::default();
+        for (text, in_title) in [(title, true), (body, false)] {
+            let lower = text.to_lowercase();
+            for (_, term) in tokens(&lower) {
+                page.length = page.length.saturating_add(1);
+                let counts = page.counts.entry(term.to_owned()).or_default();
+                let slot = if in_title {
+                    &mut counts.title
+                } else {
+                    &mut counts.body
+                };
+                *slot = slot.saturating_add(1);
+            }
+        }
+        page
+    }
+
+    /// Whether `term` occurs in the page.
+    pub fn contains(&self, term: &str) -> bool {
+        self.counts.contains_key(term)
+    }
+
+    /// The `documents:terms` cell: a header line `<length>`, then `<term> <title> <body>` per
+    /// term.
+    pub fn encode(&self) -> Bytes {
+        let mut out = String::with_capacity(16 + self.counts.len() * 16);
+        out.push_str(&self.length.to_string());
+        out.push('\n');
+        for (term, c) in &self.counts {
+            out.push_str(term);
+            out.push(' ');
+            out.push_str(&c.title.to_string());
+            out.push(' ');
+            out.push_str(&c.body.to_string());
+            out.push('\n');
+        }
+        out.into()
+    }
+
+    /// Decodes [`PageTerms::encode`] (see the module docs for malformed bytes).
+    pub fn decode(bytes: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(bytes);
+        let mut lines = text.lines();
+        let length = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        let counts = lines
+            .filter_map(|line| {
+                let mut parts = line.split(' ');
+                let term = parts.next().filter(|t| !t.is_empty())?;
+                let title = parts.next()?.parse().ok()?;
+                let body = parts.next()?.parse().ok()?;
+                Some((term.to_owned(), TermCounts { title, body }))
+            })
+            .collect();
+        Self { length, counts }
+    }
+
+    /// Each term with its posting value ([`encode_posting`]).
+    pub fn postings(&self) -> impl Iterator<Item = (&str, Bytes)> {
+        self.counts
+            .iter()
+            .map(|(term, counts)| (term.as_str(), encode_posting(*counts, self.length)))
+    }
+}
+
+/// One posting's value: the term's counts in the document and the document's length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Posting {
+    /// The term's counts.
+    pub counts: TermCounts,
+    /// The document's length in tokens.
+    pub length: u32,
+}
+
+/// The value of an `index` cell: `<title> <body> <length>`.
+pub fn encode_posting(counts: TermCounts, length: u32) -> Bytes {
+    format!("{} {} {}", counts.title, counts.body, length).into()
+}
+
+/// Decodes [`encode_posting`]; `None` when malformed (an old or corrupt cell).
+pub fn decode_posting(bytes: &[u8]) -> Option<Posting> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut parts = text.split(' ');
+    let title = parts.next()?.parse().ok()?;
+    let body = parts.next()?.parse().ok()?;
+    let length = parts.next()?.parse().ok()?;
+    Some(Posting {
+        counts: TermCounts { title, body },
+        length,
+    })
+}
+
+/// The anchor texts forwarded to one canonical: how many, and per term how many contain it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnchorTerms {
+    /// Anchors (inlinks) at the canonical.
+    pub anchors: i64,
+    /// Per term: the anchors containing it.
+    pub terms: BTreeMap<String, i64>,
+}
+
+impl AnchorTerms {
+    /// Adds (`sign` 1) or removes (`sign` -1) one anchor text.
+    pub fn apply(&mut self, anchor: &[u8], sign: i64) {
+        self.anchors += sign;
+        for term in distinct_terms(&String::from_utf8_lossy(anchor)) {
+            *self.terms.entry(term).or_default() += sign;
+        }
+    }
+
+    /// Adds `other` (a delta) to these counts, dropping terms that reach zero.
+    pub fn merge(&mut self, other: &AnchorTerms) {
+        self.anchors += other.anchors;
+        for (term, n) in &other.terms {
+            *self.terms.entry(term.clone()).or_default() += n;
+        }
+        self.terms.retain(|_, n| *n != 0);
+    }
+
+    /// Whether nothing changes (as a delta) or nothing is there (as counts).
+    pub fn is_empty(&self) -> bool {
+        self.anchors == 0 && self.terms.values().all(|n| *n == 0)
+    }
+
+    /// The `anchor_terms:s` cell: a header line `<anchors>`, then `<term> <anchors>` per term.
+    pub fn encode(&self) -> Bytes {
+        let mut out = format!("{}\n", self.anchors);
+        for (term, n) in self.terms.iter().filter(|(_, n)| **n != 0) {
+            out.push_str(term);
+            out.push(' ');
+            out.push_str(&n.to_string());
+            out.push('\n');
+        }
+        out.into()
+    }
+
+    /// Decodes [`AnchorTerms::encode`] (see the module docs for malformed bytes).
+    pub fn decode(bytes: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(bytes);
+        let mut lines = text.lines();
+        let anchors = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        let terms = lines
+            .filter_map(|line| {
+                let (term, n) = line.split_once(' ')?;
+                Some((term.to_owned(), n.parse().ok()?))
+            })
+            .collect();
+        Self { anchors, terms }
+    }
+}
+
+/// One shard of the corpus counts: exported documents and their total length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CorpusCounts {
+    /// Documents in the index (exported canonicals).
+    pub documents: i64,
+    /// Their lengths in tokens, summed.
+    pub length: i64,
+}
+
+impl CorpusCounts {
+    /// `<documents> <length>`.
+    pub fn encode(&self) -> Bytes {
+        format!("{} {}", self.documents, self.length).into()
+    }
+
+    /// Decodes [`CorpusCounts::encode`]; malformed bytes read as zero.
+    pub fn decode(bytes: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(bytes);
+        let mut parts = text.split(' ').map(|p| p.parse().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(documents), Some(length)) => Self { documents, length },
+            _ => Self::default(),
+        }
+    }
+
+    /// The sum of two counts (or a count and a delta).
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            documents: self.documents + other.documents,
+            length: self.length + other.length,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_lowercase_runs_of_two_to_32_chars() {
+        let lower = "zebra apple apple x b2 ünïcödé straße 東京 a-b".to_lowercase();
+        let got: Vec<&str> = tokens(&lower).map(|(_, t)| t).collect();
+        assert_eq!(
+            got,
+            ["zebra", "apple", "apple", "b2", "ünïcödé", "straße", "東京"]
+        );
+        let long = "y".repeat(33);
+        let just_fits = "z".repeat(32);
+        assert_eq!(distinct_terms(&format!("{long} {just_fits}")), [just_fits]);
+        let offsets: Vec<usize> = tokens("ab, cd").map(|(i, _)| i).collect();
+        assert_eq!(offsets, [0, 4]);
+    }
+
+    #[test]
+    fn every_term_of_a_page_is_counted() {
+        let many: Vec<String> = (0..500).map(|i| format!("w{i:03}")).collect();
+        let page = PageTerms::of("Unsafe Rust", &format!("unsafe code {}", many.join(" ")));
+        assert_eq!(page.counts.len(), 503);
+        assert!(page.contains("w499"));
+        assert_eq!(page.counts["unsafe"], TermCounts { title: 1, body: 1 });
+        assert_eq!(page.counts["rust"], TermCounts { title: 1, body: 0 });
+        assert_eq!(page.length, 504);
+    }
+
+    #[test]
+    fn cells_round_trip_and_corrupt_bytes_do_not_panic() {
+        let page = PageTerms::of("A title", "body text body");
+        assert_eq!(PageTerms::decode(&page.encode()), page);
+        let (term, value) = page.postings().next().unwrap();
+        assert_eq!(term, "body");
+        assert_eq!(
+            decode_posting(&value),
+            Some(Posting {
+                counts: TermCounts { title: 0, body: 2 },
+                length: 4
+            })
+        );
+        let mut anchors = AnchorTerms::default();
+        anchors.apply(b"Read the Book", 1);
+        anchors.apply(b"the book", 1);
+        assert_eq!(anchors.terms["book"], 2);
+        assert_eq!(AnchorTerms::decode(&anchors.encode()), anchors);
+        let mut back = anchors.clone();
+        let mut delta = AnchorTerms::default();
+        delta.apply(b"the book", -1);
+        back.merge(&delta);
+        assert_eq!((back.anchors, back.terms.get("read")), (1, Some(&1)));
+        let counts = CorpusCounts {
+            documents: 3,
+            length: 99,
+        };
+        assert_eq!(CorpusCounts::decode(&counts.encode()), counts);
+
+        for garbage in [
+            &b"\xff\xfe"[..],
+            b"x\ny",
+            b"12\nterm one two\n\n",
+            b"",
+            b" 1 2",
+        ] {
+            let _ = PageTerms::decode(garbage);
+            let _ = AnchorTerms::decode(garbage);
+            assert_eq!(decode_posting(garbage), None);
+            let _ = CorpusCounts::decode(garbage);
+        }
+        assert_eq!(PageTerms::decode(b"7\nok 1 2\nbad 1\n").counts.len(), 1);
+    }
+}
