@@ -24,13 +24,13 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::schema::*;
 use super::terms::{AnchorTerms, CorpusCounts, PageTerms};
 
 /// Sizes of the web index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct IndexSummary {
     /// Documents with raw HTML.
     pub documents: usize,
@@ -51,7 +51,7 @@ pub struct IndexSummary {
 }
 
 /// The result of a check.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CheckReport {
     /// What the index holds.
     pub summary: IndexSummary,

@@ -285,13 +285,25 @@ pub fn open(path: &Path) -> Result<WarcReader<Box<dyn BufRead + Send>>, WarcErro
         .read_to_end(&mut magic)?;
     let is_gzip = magic == GZIP_MAGIC;
     // Put the sniffed bytes back in front of the rest of the file.
-    let raw = io::Cursor::new(magic).chain(file);
+    Ok(reader_of(io::Cursor::new(magic).chain(file), is_gzip))
+}
+
+/// A WARC file held in memory (an upload), gzip-compressed or plain as [`open`] detects it.
+pub fn from_bytes(bytes: bytes::Bytes) -> WarcReader<Box<dyn BufRead + Send>> {
+    let is_gzip = bytes.starts_with(&GZIP_MAGIC);
+    reader_of(io::Cursor::new(bytes), is_gzip)
+}
+
+fn reader_of(
+    raw: impl Read + Send + 'static,
+    is_gzip: bool,
+) -> WarcReader<Box<dyn BufRead + Send>> {
     let reader: Box<dyn BufRead + Send> = if is_gzip {
         Box::new(BufReader::new(MultiGzDecoder::new(raw)))
     } else {
         Box::new(BufReader::new(raw))
     };
-    Ok(WarcReader::new(reader))
+    WarcReader::new(reader)
 }
 
 /// The HTML pages among the records of `reader`, each cut with

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use futures::future::try_join_all;
 use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::html::page_text;
 use crate::schema::{
@@ -43,7 +43,7 @@ pub const MAX_LIMIT: usize = 1000;
 pub const RERANK_POOL: usize = 100;
 
 /// How a query's terms combine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Mode {
@@ -120,7 +120,7 @@ impl SearchOptions {
 }
 
 /// One ranked result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     /// Canonical URL.
     pub url: String,
@@ -135,7 +135,7 @@ pub struct Hit {
 }
 
 /// The answer to a query.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResults {
     /// The query's terms, as searched.
     pub terms: Vec<String>,

@@ -3,13 +3,13 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Tokens in a snippet window.
 pub const WINDOW_TOKENS: usize = 28;
 
 /// A stretch of a page's text with the query terms in it marked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snippet {
     /// The text, with `…` where it cuts the page's text.
     pub text: String,

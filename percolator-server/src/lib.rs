@@ -1,0 +1,171 @@
+//! # percolator-server
+//!
+//! `percolator serve`: one long-running process owns the web index's database and runs its
+//! observers, and other processes use it over HTTP. That is how an embedded store (sled and
+//! fjall admit one process per database) keeps receiving pages while the pipeline works on
+//! them: new pages go in through the API and come out indexed, without stopping anything.
+//!
+//! - [`Server`] starts the observer runtime and the HTTP API ([`api`](mod@api)): ingest
+//!   (`POST /api/pages`, `/api/warc`, `/api/delete`, `/api/delete-missing`), `GET /api/search`,
+//!   `/api/status`, `/api/stats`, `/metrics` (Prometheus text), and the search page at `/`.
+//! - [`Remote`] is the client the CLI uses when a server owns the database ([`discovery`]: the
+//!   server leaves its URL in the database directory) or when given `--server URL`.
+//! - [`wire`] holds the JSON bodies both sides share.
+
+pub mod api;
+pub mod discovery;
+mod metrics;
+pub mod remote;
+mod state;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use percolator_core::{ClientBuilder, RowStore};
+use percolator_observers::{Runtime, RuntimeConfig, RuntimeStats};
+use percolator_webindex as webindex;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use remote::{Remote, RemoteError};
+
+/// How to serve.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Address to listen on (port 0: any free port; see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// The observer runtime's settings.
+    pub runtime: RuntimeConfig,
+    /// Pages an ingest loads at once.
+    pub load_concurrency: usize,
+}
+
+impl ServerConfig {
+    /// Listening on `listen`, with the default runtime settings.
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            runtime: RuntimeConfig::default(),
+            load_concurrency: 8,
+        }
+    }
+
+    /// With these runtime settings.
+    pub fn with_runtime(mut self, runtime: RuntimeConfig) -> Self {
+        self.runtime = runtime;
+        self
+    }
+}
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The address could not be bound (in use, not local, no permission).
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The HTTP server failed.
+    #[error("the HTTP server failed: {0}")]
+    Http(std::io::Error),
+    /// The store or the runtime failed.
+    #[error(transparent)]
+    Store(#[from] percolator_core::Error),
+    /// The runtime was still shared when the server stopped (a bug).
+    #[error("the observer runtime is still in use")]
+    RuntimeInUse,
+}
+
+/// A running server: the observers and the HTTP API.
+pub struct Server<S: RowStore> {
+    shared: Arc<state::Shared<S>>,
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    http: JoinHandle<std::io::Result<()>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl<S: RowStore> Server<S> {
+    /// Starts the web index's observers on `client` and the HTTP API on `config.listen`.
+    pub async fn start(
+        client: ClientBuilder<S>,
+        config: ServerConfig,
+    ) -> Result<Self, ServerError> {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(ServerError::Http)?;
+        let (probe, clustered) = tokio::sync::mpsc::unbounded_channel();
+        let runtime = Runtime::start(
+            client.observe_all(&webindex::observed_columns()),
+            webindex::observers(Some(probe)),
+            config.runtime,
+        )
+        .await?;
+        let shared = Arc::new(state::Shared::new(runtime, config.load_concurrency));
+        let background = vec![
+            tokio::spawn(state::sample(Arc::clone(&shared))),
+            tokio::spawn(state::follow_clustering(Arc::clone(&shared), clustered)),
+        ];
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = api::router(Arc::clone(&shared));
+        let http = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Self {
+            shared,
+            addr,
+            stop,
+            http,
+            background,
+        })
+    }
+
+    /// The address the API listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The API's base URL, e.g. `http://127.0.0.1:8080`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The observer runtime's counters.
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared.runtime.stats()
+    }
+
+    /// Stops accepting requests, lets the ones in flight finish, then stops the observers
+    /// (their in-flight runs finish or leave notifications for the next start).
+    pub async fn shutdown(self) -> Result<RuntimeStats, ServerError> {
+        let _ = self.stop.send(());
+        let served = self
+            .http
+            .await
+            .map_err(|e| ServerError::Http(std::io::Error::other(e)))?;
+        for task in &self.background {
+            task.abort();
+        }
+        for task in self.background {
+            let _ = task.await;
+        }
+        served.map_err(ServerError::Http)?;
+        let shared = Arc::try_unwrap(self.shared).map_err(|_| ServerError::RuntimeInUse)?;
+        let runtime = Arc::try_unwrap(shared.runtime).map_err(|_| ServerError::RuntimeInUse)?;
+        Ok(runtime.shutdown().await?)
+    }
+}

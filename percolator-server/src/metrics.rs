@@ -1,0 +1,133 @@
+//! `GET /metrics` in the Prometheus text exposition format (version 0.0.4).
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+use percolator_core::RowStore;
+use percolator_observers::RuntimeStats;
+
+use crate::state::Shared;
+use crate::wire::Status;
+
+/// One metric: its help line, type and samples (`labels`, value).
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+/// The server's metrics.
+pub(crate) fn render<S: RowStore>(
+    shared: &Shared<S>,
+    status: &Status,
+    stats: &RuntimeStats,
+) -> String {
+    let mut out = String::new();
+    let quantiles = |h: &percolator_core::histogram::Histogram| {
+        [
+            ("{quantile=\"0.5\"}", h.quantile(0.5).as_secs_f64()),
+            ("{quantile=\"0.99\"}", h.quantile(0.99).as_secs_f64()),
+        ]
+    };
+    metric(
+        &mut out,
+        "percolator_index_documents",
+        "gauge",
+        "Documents in the search index.",
+        &[("", status.documents as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_pending_notifications",
+        "gauge",
+        "Pending notifications on observed columns.",
+        &[("", status.pending as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_transactions_total",
+        "counter",
+        "Observer transactions committed.",
+        &[("", stats.notifications_processed as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_failures_total",
+        "counter",
+        "Observer runs that failed (retried).",
+        &[("", stats.failures as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_conflicts_total",
+        "counter",
+        "Observer transactions re-run after a conflict.",
+        &[("", stats.conflicts as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_transactions_per_second",
+        "gauge",
+        "Observer transactions per second, last 10 s.",
+        &[("", status.processed_per_sec)],
+    );
+    let locks: usize = status.tables.iter().map(|t| t.locks).sum();
+    metric(
+        &mut out,
+        "percolator_locks",
+        "gauge",
+        "Locks held in the web index's tables.",
+        &[("", locks as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_ingest_pages_total",
+        "counter",
+        "Pages ingested through the API, by outcome.",
+        &[
+            (
+                "{outcome=\"loaded\"}",
+                shared.pages_loaded.load(Relaxed) as f64,
+            ),
+            (
+                "{outcome=\"unchanged\"}",
+                shared.pages_unchanged.load(Relaxed) as f64,
+            ),
+            (
+                "{outcome=\"skipped\"}",
+                shared.pages_skipped.load(Relaxed) as f64,
+            ),
+        ],
+    );
+    metric(
+        &mut out,
+        "percolator_pages_deleted_total",
+        "counter",
+        "Pages deleted through the API.",
+        &[("", shared.pages_deleted.load(Relaxed) as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_freshness_seconds",
+        "summary",
+        "Seconds from a page's ingest until the clusterer placed it.",
+        &quantiles(&shared.freshness),
+    );
+    metric(
+        &mut out,
+        "percolator_search_seconds",
+        "summary",
+        "Search latency.",
+        &quantiles(&shared.search_latency),
+    );
+    metric(
+        &mut out,
+        "percolator_searches_total",
+        "counter",
+        "Searches answered.",
+        &[("", shared.searches.load(Relaxed) as f64)],
+    );
+    out
+}

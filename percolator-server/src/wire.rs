@@ -1,0 +1,114 @@
+//! The API's request and response bodies (JSON), shared by the server and [`crate::Remote`].
+
+use serde::{Deserialize, Serialize};
+
+pub use percolator_webindex::{CheckReport, IndexSummary, SearchResults};
+
+/// One page to ingest (`POST /api/pages` takes a list). HTML bytes that are not UTF-8 go in a
+/// WARC upload instead (`POST /api/warc`), which keeps them as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageIn {
+    /// The page's URL.
+    pub url: String,
+    /// Its HTML.
+    pub html: String,
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestReport {
+    /// Pages written (new or changed).
+    pub loaded: usize,
+    /// Pages whose stored HTML was already the same.
+    pub unchanged: usize,
+    /// Pages refused (empty URL, or longer than the pipeline accepts).
+    pub skipped: usize,
+    /// WARC records read (0 for `POST /api/pages`).
+    pub records: usize,
+    /// WARC records that were not an HTML page, skipped.
+    pub other_records: usize,
+    /// Pages cut to the size limit.
+    pub truncated: usize,
+}
+
+/// `POST /api/delete`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRequest {
+    /// URLs of the pages to delete.
+    pub urls: Vec<String>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteReport {
+    /// Pages deleted.
+    pub deleted: usize,
+    /// URLs that were not stored.
+    pub missing: Vec<String>,
+}
+
+/// `POST /api/delete-missing`: deletes the stored pages under `prefix` not in `keep` (a
+/// directory load's `--delete-missing`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteMissingRequest {
+    /// URL prefix of the pages the source covers.
+    pub prefix: String,
+    /// URLs the source still has.
+    pub keep: Vec<String>,
+}
+
+/// Pending work and locks in one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableStatus {
+    /// Table name.
+    pub table: String,
+    /// Pending notifications.
+    pub pending: u64,
+    /// Locks held (transactions in flight, or left by a crash).
+    pub locks: usize,
+}
+
+/// `GET /api/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Seconds since the server started.
+    pub uptime_secs: f64,
+    /// Documents in the search index.
+    pub documents: i64,
+    /// Pending notifications on the observed columns.
+    pub pending: u64,
+    /// Observer transactions committed since the server started.
+    pub processed: u64,
+    /// Observer transactions per second over the last 10 seconds.
+    pub processed_per_sec: f64,
+    /// Observer runs that failed (they are retried).
+    pub failures: u64,
+    /// Pages ingested through the API whose clustering was measured.
+    pub freshness_samples: u64,
+    /// Median seconds from a page's ingest until the clusterer placed it.
+    pub freshness_p50_secs: f64,
+    /// 99th percentile of the same.
+    pub freshness_p99_secs: f64,
+    /// Searches answered.
+    pub searches: u64,
+    /// Median search latency, milliseconds.
+    pub search_p50_ms: f64,
+    /// Per table.
+    pub tables: Vec<TableStatus>,
+}
+
+/// `GET /api/stats`: the index's sizes and, when nothing is pending, its invariants.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stats {
+    /// Pending notifications: with work pending the invariants are not judged.
+    pub pending: u64,
+    /// Sizes and invariant violations (differences still to be worked off while pending).
+    pub report: CheckReport,
+}
+
+/// An error body: every failed request answers `{"error": "..."}` with a 4xx or 5xx status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What failed.
+    pub error: String,
+}
