@@ -43,6 +43,20 @@ impl Default for Backend {
     }
 }
 
+impl Backend {
+    /// Whether the database is a local directory (`--db`), where a server records itself.
+    pub fn has_db_dir(self) -> bool {
+        match self {
+            #[cfg(feature = "sled")]
+            Backend::Sled => true,
+            #[cfg(feature = "fjall")]
+            Backend::Fjall => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+}
+
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.to_possible_value() {
@@ -54,6 +68,15 @@ impl std::fmt::Display for Backend {
 
 /// Opens the store and runs the command.
 pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
+    if let crate::Command::Serve(_) = &cli.command
+        && cli.backend.has_db_dir()
+        && let Some(server) = percolator_server::discovery::find(&cli.db)
+    {
+        return Err(format!("{} is already served at {}", cli.db.display(), server.url).into());
+    }
+    if let Some(remote) = crate::remote_cmd::server_for(cli, cli.backend.has_db_dir())? {
+        return crate::remote_cmd::run(&remote, cli).await;
+    }
     match cli.backend {
         #[cfg(feature = "sled")]
         Backend::Sled => {

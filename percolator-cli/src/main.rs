@@ -27,6 +27,8 @@ mod gc_cmd;
 mod observers_cmd;
 mod oracle_cmd;
 mod output;
+mod remote_cmd;
+mod serve_cmd;
 mod webindex_cmd;
 
 use std::path::PathBuf;
@@ -65,6 +67,10 @@ pub struct Cli {
     /// local one, which admits one process at a time on a shared store.
     #[arg(long, env = "PERCOLATOR_ORACLE", value_delimiter = ',')]
     oracle: Vec<String>,
+    /// A running `percolator serve` to send `webindex load|query|delete|stats` and `status`
+    /// to (defaults to $PERCOLATOR_SERVER; without it, the server recorded in `--db`, if any).
+    #[arg(long, env = "PERCOLATOR_SERVER")]
+    server: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -91,6 +97,9 @@ enum Command {
     Compact(compact_cmd::CompactArgs),
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
     Bank(bank_cmd::BankArgs),
+    /// The web index as a service: runs the observers and an HTTP API (ingest, search,
+    /// status, stats, metrics) with a search page at `/`, until Ctrl-C.
+    Serve(serve_cmd::ServeArgs),
     /// The timestamp oracle service.
     Oracle {
         #[command(subcommand)]
@@ -163,6 +172,10 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Compact(_) => compact_cmd::not_applicable(&cli.backend.to_string(), &cli.db),
         Command::Observers { command } => observers_cmd::run(store, oracle, command).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
+        Command::Serve(args) => {
+            let db = cli.backend.has_db_dir().then_some(cli.db.as_path());
+            serve_cmd::run(store, oracle, args, db).await
+        }
     }
 }
 

@@ -132,36 +132,36 @@ pub struct DemoArgs {
 pub struct LoadArgs {
     /// Load a synthetic crawl of this many documents.
     #[arg(long)]
-    synthetic: Option<usize>,
+    pub(crate) synthetic: Option<usize>,
     /// Generation of the synthetic crawl (0: initial crawl; n > 0: recrawl with changed content).
     #[arg(long, default_value_t = 0)]
-    generation: u32,
+    pub(crate) generation: u32,
     /// Fraction of documents a recrawl (generation > 0) visits.
     #[arg(long, default_value_t = 0.2)]
-    fraction: f64,
+    pub(crate) fraction: f64,
     /// Seed of the synthetic crawl.
     #[arg(long, default_value_t = 7)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Synthetic pages sized and linked like a real crawl (about 20 KB of HTML, 20–200 links,
     /// 60 000 words) instead of small demo pages.
     #[arg(long)]
-    realistic: bool,
+    pub(crate) realistic: bool,
     /// Load every *.html / *.htm file under this directory.
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// URL prefix of the directory's files (default: file:// URLs).
     #[arg(long)]
-    base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// With --dir: delete the stored pages under the directory's URL prefix that the
     /// directory no longer has.
     #[arg(long, requires = "dir")]
-    delete_missing: bool,
+    pub(crate) delete_missing: bool,
     /// Load the HTML responses of these WARC files (gzip or plain).
     #[arg(long)]
-    warc: Vec<PathBuf>,
+    pub(crate) warc: Vec<PathBuf>,
     /// Loader transactions in flight.
     #[arg(long, default_value_t = 16)]
-    concurrency: usize,
+    pub(crate) concurrency: usize,
 }
 
 #[derive(Args, Debug)]
@@ -206,7 +206,7 @@ pub struct FreshnessArgs {
     workers: WorkerArgs,
 }
 
-fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
+pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
     RuntimeConfig::default()
         .with_scanners(workers.scanners)
         .with_max_concurrent_runs(workers.concurrency)
@@ -432,19 +432,10 @@ pub async fn run<S: RowStore>(
             json,
         } => {
             let client = loader(&store, &oracle).await?;
-            let mode = if *any { Mode::Any } else { Mode::All };
-            let options = SearchOptions::default()
-                .mode(mode)
-                .limit(*limit)
-                .offset(*offset);
+            let options = search_options(*limit, *offset, *any);
             let results = webindex::search(&client, &words.join(" "), &options).await?;
             client.shutdown().await?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&results)?);
-            } else {
-                print!("{}", format_results(&results, *offset));
-            }
-            Ok(ExitCode::SUCCESS)
+            print_results(&results, *offset, *json)
         }
         WebindexCommand::Stats => {
             let client = loader(&store, &oracle).await?;
@@ -723,6 +714,29 @@ async fn sample_term<S: RowStore>(
     }))
 }
 
+/// `webindex query`'s options.
+pub(crate) fn search_options(limit: usize, offset: usize, any: bool) -> SearchOptions {
+    let mode = if any { Mode::Any } else { Mode::All };
+    SearchOptions::default()
+        .mode(mode)
+        .limit(limit)
+        .offset(offset)
+}
+
+/// Prints search results as a list, or as JSON.
+pub(crate) fn print_results(
+    results: &webindex::SearchResults,
+    offset: usize,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(results)?);
+    } else {
+        print!("{}", format_results(results, offset));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Search results for a terminal: the count, then per hit its rank, score, URL, title and
 /// snippet (matches in brackets).
 fn format_results(results: &webindex::SearchResults, offset: usize) -> String {
@@ -759,7 +773,7 @@ fn format_results(results: &webindex::SearchResults, offset: usize) -> String {
     out
 }
 
-fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
+pub(crate) fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
     if report.violations.is_empty() {
         println!(
             "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, inlinks at canonicals, index = canonical terms)"
@@ -774,7 +788,7 @@ fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
     }
 }
 
-fn load_table(r: &LoadReport) -> String {
+pub(crate) fn load_table(r: &LoadReport) -> String {
     table(
         "load",
         &[
@@ -837,7 +851,7 @@ fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
     )
 }
 
-fn summary_table(s: &webindex::IndexSummary) -> String {
+pub(crate) fn summary_table(s: &webindex::IndexSummary) -> String {
     table(
         "web index",
         &[

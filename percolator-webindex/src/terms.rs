@@ -1,4 +1,4 @@
-//! Term statistics and their cell encodings: what the search index ([`crate::search`]) ranks
+//! Term statistics and their cell encodings: what the search index ([`search`](mod@crate::search)) ranks
 //! with.
 //!
 //! - [`PageTerms`]: every distinct term of a page with how often it occurs in the title and in

@@ -67,6 +67,13 @@ pub fn ci() -> Result<Counts, String> {
     if let Err(reason) = &cluster {
         println!("(tests on etcd skip: {reason})");
     }
+    if std::process::Command::new("chromium")
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        println!("(the search page's browser test skips: chromium is not installed)");
+    }
     let packages = workspace_packages()?;
     let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
     let rest = if have_nextest() {
