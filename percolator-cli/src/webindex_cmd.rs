@@ -390,10 +390,11 @@ pub async fn run<S: RowStore>(
             print!("{}", stats_table(&stats, began.elapsed()));
             let txn = client.metrics();
             // Machine-readable for scripts and tests: other workers' transactions this one
-            // rolled back (their owner's lease or TTL ran out) or forward.
+            // rolled back (their owner's lease or TTL ran out) or forward, and locks it cleaned
+            // up after transactions already rolled back (aborted on a conflict).
             println!(
-                "worker locks: {} rolled back, {} rolled forward",
-                txn.locks_rolled_back, txn.locks_rolled_forward
+                "worker locks: {} rolled back, {} rolled forward, {} cleaned up after aborts",
+                txn.locks_rolled_back, txn.locks_rolled_forward, txn.locks_cleaned_up
             );
             if interrupted {
                 println!(
@@ -892,6 +893,7 @@ async fn scale<S: RowStore>(
                 progress.set_message(format!("run: {seconds:.0} s, {processed} observer txns"));
             }
             ScaleProgress::Checking => progress.set_message("check"),
+            ScaleProgress::Querying => progress.set_message("queries"),
             _ => {}
         },
     )

@@ -168,7 +168,9 @@ impl ObserverMetrics {
             notifications_kept: load(&self.kept),
             conflicts: load(&self.conflicts),
             failures: load(&self.failures),
-            lock_resolutions: txn.locks_rolled_forward + txn.locks_rolled_back,
+            lock_resolutions: txn.locks_rolled_forward
+                + txn.locks_rolled_back
+                + txn.locks_cleaned_up,
             rows_scanned: load(&self.rows_scanned),
             busy_rows: load(&self.busy_rows),
             unobserved: load(&self.unobserved),

@@ -5,7 +5,8 @@
 //! Phases: **load** streams the crawl into `documents` (the pipeline is not running, so the
 //! whole crawl becomes a backlog of notifications, as with `webindex load` before `run`);
 //! **run** starts the observers and waits until nothing is pending, sampling how many
-//! notifications have been processed; **check** verifies every invariant of the index. Peak
+//! notifications have been processed; **check** verifies every invariant of the index;
+//! **query** times a query set drawn from the index ([`crate::search::latency`]). Peak
 //! resident memory is measured per phase (Linux: `VmHWM`, reset between phases through
 //! `/proc/self/clear_refs`), bytes written from `/proc/self/io`.
 
@@ -18,6 +19,7 @@ use serde::Serialize;
 use super::check::{IndexSummary, check};
 use super::load::{LoadError, load_pages};
 use super::pipeline::{observed_columns, observers};
+use super::search::latency::{QueryLatency, measure, query_set};
 use super::soak::{StoredCells, stored_cells};
 use super::synthetic::{Shape, SyntheticCrawl};
 
@@ -122,6 +124,8 @@ pub struct ScaleReport {
     pub summary: IndexSummary,
     /// Invariant violations found by the check (empty: all hold).
     pub violations: Vec<String>,
+    /// Search latency over a query set drawn from the index.
+    pub query_latency: QueryLatency,
 }
 
 /// Where a scale run is, for progress displays.
@@ -134,6 +138,8 @@ pub enum ScaleProgress {
     Running(f64, u64),
     /// The check started.
     Checking,
+    /// Timing queries.
+    Querying,
 }
 
 /// `VmHWM` of this process, in bytes (Linux).
@@ -233,6 +239,9 @@ pub fn observer_quarters(samples: &[ScaleSample], total: f64) -> Vec<ObserverQua
         .collect()
 }
 
+/// Documents the query phase draws its queries from (four each).
+const QUERY_DOCS: usize = 100;
+
 /// Runs the scale experiment on an empty store. `builder` makes the clients (the loader's and
 /// the runtime's); `disk_bytes` measures the store's directory (or gives `None`).
 pub async fn run<S: RowStore>(
@@ -313,6 +322,12 @@ pub async fn run<S: RowStore>(
     reset_peak_rss();
     let report = check(runtime.client()).await?;
     let check_peak = peak_rss_bytes();
+    // Query: 4 queries from each of 100 documents spread over the crawl.
+    progress(ScaleProgress::Querying);
+    let step = (config.docs / QUERY_DOCS).max(1);
+    let urls = (0..config.docs).step_by(step).map(|i| crawl.url(i));
+    let queries = query_set(runtime.client(), urls).await?;
+    let query_latency = measure(runtime.client(), &queries).await?;
     let backend = runtime.client().store().name().to_owned();
     runtime.shutdown().await?;
     let quarters = quarter_rates(&samples, run_seconds);
@@ -343,6 +358,7 @@ pub async fn run<S: RowStore>(
         stored,
         summary: report.summary,
         violations: report.violations,
+        query_latency,
     })
 }
 
@@ -402,6 +418,17 @@ impl ScaleReport {
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.1}×")),
             ),
             ("invariant violations", self.violations.len().to_string()),
+            (
+                "query latency p50 / p99 / max",
+                format!(
+                    "{:.1} / {:.1} / {:.1} ms ({} queries, {:.0} hits each on average)",
+                    self.query_latency.p50_ms,
+                    self.query_latency.p99_ms,
+                    self.query_latency.max_ms,
+                    self.query_latency.queries,
+                    self.query_latency.mean_total
+                ),
+            ),
         ];
         let mut out = String::from("| scale run | value |\n|---|---:|\n");
         for (k, v) in rows {

@@ -13,6 +13,7 @@ pub struct TxnMetrics {
     retries: AtomicU64,
     rolled_forward: AtomicU64,
     rolled_back: AtomicU64,
+    cleaned_up: AtomicU64,
 }
 
 /// A copy of [`TxnMetrics`] at one moment.
@@ -28,8 +29,14 @@ pub struct TxnMetricsSnapshot {
     pub retries: u64,
     /// Locks of other transactions rolled forward.
     pub locks_rolled_forward: u64,
-    /// Locks of other transactions rolled back.
+    /// Transactions of others this client rolled back: their owner was dead, their lock's TTL
+    /// had run out, or their primary was never locked (fenced). A live worker's transactions
+    /// are never among them while its lease and heartbeat hold.
     pub locks_rolled_back: u64,
+    /// Locks removed of transactions that were already rolled back — by their own owner after
+    /// a conflict (it fences its primary before it removes its other locks), or by another
+    /// cleaner. Cleaning up, not a decision about a live transaction.
+    pub locks_cleaned_up: u64,
 }
 
 impl TxnMetrics {
@@ -54,6 +61,9 @@ impl TxnMetrics {
     pub(crate) fn rolled_back(&self) {
         Self::bump(&self.rolled_back);
     }
+    pub(crate) fn cleaned_up(&self) {
+        Self::bump(&self.cleaned_up);
+    }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> TxnMetricsSnapshot {
@@ -64,6 +74,7 @@ impl TxnMetrics {
             retries: self.retries.load(Ordering::Relaxed),
             locks_rolled_forward: self.rolled_forward.load(Ordering::Relaxed),
             locks_rolled_back: self.rolled_back.load(Ordering::Relaxed),
+            locks_cleaned_up: self.cleaned_up.load(Ordering::Relaxed),
         }
     }
 }

@@ -118,6 +118,7 @@ impl<S: RowStore> ClientInner<S> {
                     .await?;
                 if outcome.first().is_some_and(|o| o.applied()) {
                     tracing::debug!(start_ts, "rolled back expired primary");
+                    self.metrics.rolled_back();
                     return Ok(TxnStatus::RolledBack);
                 }
                 continue; // refreshed or committed meanwhile: look again
@@ -130,6 +131,7 @@ impl<S: RowStore> ClientInner<S> {
                 .mutate_rows(vec![layout::rollback_absent(primary, start_ts)])
                 .await?;
             if outcome.first().is_some_and(|o| o.applied()) {
+                self.metrics.rolled_back();
                 return Ok(TxnStatus::RolledBack);
             }
             // A prewrite landed between our read and our fence: look again.
@@ -203,7 +205,8 @@ impl<S: RowStore> ClientInner<S> {
                         .mutate_rows(vec![layout::rollback_locked(addr, start_ts)])
                         .await?;
                 }
-                self.metrics.rolled_back();
+                // Counted as rolled back where the decision was made (check_status).
+                self.metrics.cleaned_up();
                 Ok(true)
             }
             TxnStatus::Locked { .. } | TxnStatus::NotFound => Ok(false),
@@ -440,11 +443,46 @@ mod tests {
             .with(eq(7), oracle_now())
             .times(1)
             .returning(|_, _| Ok(false));
-        let status = inner(store, liveness)
-            .check_status(&primary(), START, true)
+        let inner = inner(store, liveness);
+        let status = inner.check_status(&primary(), START, true).await.unwrap();
+        assert_eq!(status, TxnStatus::RolledBack);
+        assert_eq!(inner.metrics.snapshot().locks_rolled_back, 1);
+    }
+
+    #[tokio::test]
+    async fn a_lock_of_an_aborted_transaction_is_cleaned_up_not_rolled_back() {
+        // The owner fenced its primary after a conflict; a reader meets one of its secondaries.
+        let mut store = MockRowStore::new();
+        store.expect_read_row().times(1).returning(|_| {
+            Ok(status_answer(
+                None,
+                vec![(
+                    START,
+                    WriteRecord {
+                        kind: WriteKind::Rollback,
+                        start_ts: START,
+                    },
+                )],
+            ))
+        });
+        store
+            .expect_mutate_rows()
+            .times(1)
+            .returning(|_| Ok(vec![MutationOutcome::Applied]));
+        let mut liveness = MockLiveness::new();
+        liveness.expect_is_alive().times(0);
+        let inner = inner(store, liveness);
+        let secondary = CellAddr::new("t", "other-row", "c");
+        let gone = inner
+            .resolve_lock(&secondary, START, &lock(NOW_MS, 60_000))
             .await
             .unwrap();
-        assert_eq!(status, TxnStatus::RolledBack);
+        assert!(gone);
+        let metrics = inner.metrics.snapshot();
+        assert_eq!(
+            (metrics.locks_rolled_back, metrics.locks_cleaned_up),
+            (0, 1)
+        );
     }
 
     #[tokio::test]
