@@ -397,15 +397,29 @@ impl<S: RowStore> Observer<S> for Exporter {
         if old_url == new_url && old_terms == new_terms {
             return Ok(());
         }
-        let same_url = old_url == new_url;
-        if let Some(old_url) = &old_url {
-            let column = index_column(old_url, hash);
-            for term in old_terms
-                .counts
-                .keys()
-                .filter(|t| !same_url || !new_terms.contains(t))
-            {
-                txn.delete(INDEX, term.as_str(), &column)?;
+        // Postings name the cluster: a new canonical of the same cluster has the same text, so
+        // only terms that differ (or whose counts do) are written.
+        let column = index_column(hash);
+        let new_postings: BTreeMap<&str, Bytes> = if new_url.is_some() {
+            new_terms.postings().collect()
+        } else {
+            BTreeMap::new()
+        };
+        if old_url.is_some() {
+            for term in old_terms.counts.keys() {
+                if !new_postings.contains_key(term.as_str()) {
+                    txn.delete(INDEX, term.as_str(), &column)?;
+                }
+            }
+        }
+        let old_postings: BTreeMap<&str, Bytes> = if old_url.is_some() {
+            old_terms.postings().collect()
+        } else {
+            BTreeMap::new()
+        };
+        for (term, posting) in &new_postings {
+            if old_postings.get(term) != Some(posting) {
+                txn.set(INDEX, *term, &column, posting.clone())?;
             }
         }
         let mut corpus = CorpusCounts::default();
@@ -417,17 +431,6 @@ impl<S: RowStore> Observer<S> for Exporter {
         }
         match &new_url {
             Some(new_url) => {
-                let column = index_column(new_url, hash);
-                let old_postings: BTreeMap<&str, Bytes> = if same_url {
-                    old_terms.postings().collect()
-                } else {
-                    BTreeMap::new()
-                };
-                for (term, posting) in new_terms.postings() {
-                    if old_postings.get(term) != Some(&posting) {
-                        txn.set(INDEX, term, &column, posting)?;
-                    }
-                }
                 txn.set(
                     CLUSTERS,
                     hash,

@@ -8,7 +8,7 @@
 //! | `members`   | `<hash>/<URL>`       | `m` = the URL the member declares canonical (or empty)         |
 //! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
 //! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of its inlinks                      |
-//! | `index`     | term                 | `<canonical URL>\0<hash>` = posting ([`encode_posting`](crate::terms::encode_posting))        |
+//! | `index`     | term                 | `<hash>` (the cluster) = posting ([`encode_posting`](crate::terms::encode_posting)) |
 //! | `corpus`    | `shard-<nn>` (64)    | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the clusters hashing to the shard |
 //!
 //! `anchor_terms` and `corpus` are summaries kept exact by the observers that change what they
@@ -170,9 +170,11 @@ pub fn inlink_prefix(target: &[u8]) -> Bytes {
     [target, b"\0"].concat().into()
 }
 
-/// Column of [`INDEX`] for canonical `url` of cluster `hash`.
-pub fn index_column(url: &[u8], hash: &[u8]) -> Bytes {
-    [url, b"\0", hash].concat().into()
+/// Column of [`INDEX`] for cluster `hash`: postings name the cluster, not its canonical URL,
+/// so the index stays as it is when the canonical moves to a duplicate (same text, same terms);
+/// a query finds the URL in `clusters:canonical`.
+pub fn index_column(hash: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(hash)
 }
 
 /// The [`CORPUS`] row counting cluster `hash`.
@@ -182,12 +184,6 @@ pub fn corpus_row(hash: &[u8]) -> Bytes {
         xxhash_rust::xxh3::xxh3_64(hash) % CORPUS_SHARDS
     )
     .into()
-}
-
-/// Splits an [`INDEX`] column into `(url, hash)`.
-pub fn split_index_column(column: &[u8]) -> Option<(&[u8], &[u8])> {
-    let i = column.iter().rposition(|&b| b == 0)?;
-    Some((&column[..i], &column[i + 1..]))
 }
 
 /// Encodes outgoing links as `target\tanchor` lines (tabs and newlines in anchors become spaces).
@@ -291,10 +287,6 @@ mod tests {
         let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms.encode()));
         assert_eq!((url.as_ref(), back), (&b"http://a/"[..], terms));
         assert!(corpus_row(b"0123abcd").starts_with(b"shard-"));
-        let col = index_column(b"http://a/\0weird", b"h");
-        assert_eq!(
-            split_index_column(&col),
-            Some((&b"http://a/\0weird"[..], &b"h"[..]))
-        );
+        assert_eq!(index_column(b"h"), Bytes::from_static(b"h"));
     }
 }

@@ -1,5 +1,5 @@
 //! The invariant check can fail: an index tampered with after the pipeline went idle — an entry
-//! deleted, one swapped for a wrong term (same count), one for a document that is not canonical —
+//! deleted, one swapped for a wrong term (same count), one for a cluster that does not exist —
 //! is reported, each time, and the untouched index passes; so are inlinks tampered with (an
 //! anchor deleted, changed, or put where no link points), a posting with other counts, and the
 //! summaries (a canonical's anchor terms, the corpus counts) counted wrong.
@@ -70,7 +70,7 @@ async fn tampered_index_is_caught() {
         "{found:?}"
     );
 
-    // Repaired, then an entry for a URL that is not its cluster's canonical.
+    // Repaired, then an entry for a cluster that does not exist.
     let mut t = client.begin().await.unwrap();
     t.delete(INDEX, "zzz-not-a-term", &victim.column).unwrap();
     t.set(
@@ -93,12 +93,11 @@ async fn tampered_index_is_caught() {
     t.commit().await.unwrap();
     assert_eq!(violations(&client).await, Vec::<String>::new());
     let mut t = client.begin().await.unwrap();
-    let hash = victim.column.split(|&b| b == 0).next_back().unwrap();
     t.set(
         INDEX,
         &victim.row,
-        index_column(b"http://nowhere.example/", hash),
-        Bytes::new(),
+        index_column(b"00000000000000000000000000000000"),
+        victim.value.clone(),
     )
     .unwrap();
     t.commit().await.unwrap();

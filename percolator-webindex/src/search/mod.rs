@@ -10,8 +10,9 @@
 //!    postings and its corpus count in one transaction;
 //! 3. BM25 over title and body ([`rank`]) for every matching document: the total is their
 //!    number;
-//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the anchor terms of
-//!    links to the document and its inlink count (`anchor_terms`), added to the score;
+//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the canonical URL
+//!    (postings name the cluster), the anchor terms of links to the document and its inlink
+//!    count (`anchor_terms`), added to the score;
 //! 5. for the page of hits returned: the title and a [`snippet`](mod@snippet) from the stored
 //!    HTML.
 //!
@@ -31,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::html::page_text;
 use crate::schema::{
-    ANCHOR_TERMS, CORPUS, DOCUMENTS, INDEX, RAW, SUMMARY, TITLE, split_index_column,
+    ANCHOR_TERMS, CANONICAL, CLUSTERS, CORPUS, DOCUMENTS, INDEX, RAW, SUMMARY, TITLE,
 };
 use crate::terms::{AnchorTerms, CorpusCounts, decode_posting, distinct_terms};
 pub use snippet::Snippet;
@@ -152,7 +153,10 @@ pub struct SearchResults {
 
 /// A matching document while ranking.
 struct Candidate {
+    /// The index column: the cluster's hash.
     column: Bytes,
+    /// Its canonical URL, once looked up (empty before).
+    url: Bytes,
     score: f64,
     inlinks: i64,
 }
@@ -218,6 +222,7 @@ pub async fn search<S: RowStore>(
         .filter(|(_, (_, matched))| *matched >= needed)
         .map(|(column, (score, _))| Candidate {
             column,
+            url: Bytes::new(),
             score,
             inlinks: 0,
         })
@@ -228,16 +233,30 @@ pub async fn search<S: RowStore>(
     // Anchors and inlinks for the best of them.
     let wanted = options.offset.saturating_add(options.limit);
     candidates.truncate(RERANK_POOL.max(wanted.saturating_mul(4)));
-    let summaries = try_join_all(candidates.iter().map(|c| {
-        let url = split_index_column(&c.column).map_or(&c.column[..], |(url, _)| url);
-        txn.get(ANCHOR_TERMS, url, SUMMARY)
+    let found = try_join_all(candidates.iter().map(|c| {
+        let txn = &txn;
+        async move {
+            // Postings name the cluster; its canonical URL is in `clusters`.
+            let Some(url) = txn.get(CLUSTERS, &c.column, CANONICAL).await? else {
+                return Ok::<_, Error>(None);
+            };
+            let summary = txn.get(ANCHOR_TERMS, &url, SUMMARY).await?;
+            Ok(Some((url, summary)))
+        }
     }))
     .await?;
-    for (candidate, summary) in candidates.iter_mut().zip(summaries) {
+    for (candidate, found) in candidates.iter_mut().zip(found) {
+        let Some((url, summary)) = found else {
+            continue;
+        };
         let anchors = summary.map(|b| AnchorTerms::decode(&b)).unwrap_or_default();
         candidate.score += rank::anchor_score(&weights, &anchors);
         candidate.inlinks = anchors.anchors;
+        candidate.url = url;
     }
+    // A posting whose cluster has no canonical in this snapshot cannot be shown (the check
+    // reports such postings as stray).
+    candidates.retain(|c| !c.url.is_empty());
     sort(&mut candidates);
 
     let page: Vec<Candidate> = candidates
@@ -253,11 +272,13 @@ pub async fn search<S: RowStore>(
     Ok(results)
 }
 
-/// Best score first, then URL order (deterministic ties).
+/// Best score first, then URL order (deterministic ties; before the URLs are looked up, the
+/// cluster hash's).
 fn sort(candidates: &mut [Candidate]) {
     candidates.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
+            .then_with(|| a.url.cmp(&b.url))
             .then_with(|| a.column.cmp(&b.column))
     });
 }
@@ -280,9 +301,7 @@ async fn hit<S: RowStore>(
     terms: &[String],
     with_snippet: bool,
 ) -> Result<Hit> {
-    let url = split_index_column(&candidate.column).map_or(candidate.column.clone(), |(url, _)| {
-        Bytes::copy_from_slice(url)
-    });
+    let url = candidate.url;
     let title = txn.get(DOCUMENTS, &url, TITLE).await?.unwrap_or_default();
     let snippet = if with_snippet {
         match txn.get(DOCUMENTS, &url, RAW).await? {
