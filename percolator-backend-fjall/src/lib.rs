@@ -119,6 +119,7 @@ pub mod conformance;
 pub mod kill9;
 mod lock_mirror;
 mod notify_rows;
+mod recent_writes;
 
 use std::path::{Path, PathBuf};
 
@@ -144,6 +145,7 @@ pub use percolator_core::embedded::SCAN_GATES;
 
 use crate::lock_mirror::LockMirror;
 use crate::notify_rows::NotifyRows;
+use crate::recent_writes::RecentWrites;
 
 /// The limits of [`FjallStore`] (the sled backend's: both fit in fjall's 64 KiB keys and 4 GiB
 /// values).
@@ -247,9 +249,27 @@ pub struct FjallStore {
     notify_rows: NotifyRows,
     /// The live keys of the lock family, for condition checks ([`lock_mirror`]).
     locks: LockMirror,
+    /// The newest write-family version of recently written columns ([`recent_writes`]).
+    recent: std::sync::Arc<RecentWrites>,
+    /// The background scan that finds the write family's highest timestamp at open, and its
+    /// stop flag (set and joined on drop).
+    opening_scan: Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    )>,
     path: PathBuf,
     /// `fjall:` and the canonical database path ([`RowStore::store_id`]).
     id: String,
+}
+
+impl Drop for FjallStore {
+    fn drop(&mut self) {
+        // The opening scan holds a snapshot of the database: stop it before the database goes.
+        if let Some((stop, thread)) = self.opening_scan.take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = thread.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for FjallStore {
@@ -363,12 +383,55 @@ impl FjallStore {
             latches: RowLatches::new(),
             notify_rows: NotifyRows::default(),
             locks: LockMirror::default(),
+            recent: std::sync::Arc::default(),
+            opening_scan: None,
             path: config.path,
             id: format!("fjall:{}", canonical.display()),
         };
+        let mut store = store;
         store.load_notify_rows()?;
         store.load_locks()?;
+        store.opening_scan = store.scan_write_family();
         Ok(store)
+    }
+
+    /// Starts the background scan for the highest timestamp in the write family (see
+    /// [`recent_writes`]); until it finishes, write conflicts are checked in the engine. `None`
+    /// if no thread could be started (then they always are).
+    fn scan_write_family(
+        &self,
+    ) -> Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    )> {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let snapshot = self.db.snapshot();
+        let keyspace = self.keyspace(Family::Write).clone();
+        let recent = std::sync::Arc::clone(&self.recent);
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("fjall-write-scan".into())
+            .spawn(move || {
+                let mut highest = 0;
+                for (i, guard) in snapshot.iter(&keyspace).enumerate() {
+                    if i % 4096 == 0 && stopped.load(Relaxed) {
+                        return;
+                    }
+                    // An engine error: conflicts stay checked in the engine.
+                    let Ok((k, _)) = guard.into_inner() else {
+                        return;
+                    };
+                    let at = k.len().saturating_sub(8);
+                    match key::decode_ts(&k[at..], at) {
+                        Ok(ts) => highest = highest.max(ts),
+                        Err(_) => return,
+                    }
+                }
+                recent.opened_at(highest);
+            })
+            .ok()?;
+        Some((stop, thread))
     }
 
     /// Fills [`Self::locks`] from the lock keyspace.
@@ -425,8 +488,20 @@ impl FjallStore {
             self.notify_rows.insert(row_prefix);
         }
         let lock_writes = LockMirror::writes_of(&writes);
+        let write_family: Vec<KeyWrite> = writes
+            .iter()
+            .filter(|w| w.family == Family::Write)
+            .cloned()
+            .collect();
         self.commit_writes(writes)?;
         self.locks.applied(lock_writes);
+        if self.recent.applied(&write_family) {
+            // Over its bound: forget the older half, off this thread.
+            let recent = std::sync::Arc::clone(&self.recent);
+            let _ = std::thread::Builder::new()
+                .name("fjall-forget".into())
+                .spawn(move || recent.forget_oldest());
+        }
         for row_prefix in deletes.iter().filter(|r| !puts.contains(r)) {
             // The writes are applied: a failed look only leaves the row in the set (allowed),
             // it does not turn the mutation into an error.
@@ -684,6 +759,12 @@ struct View<'a> {
 }
 
 impl KeyLookup for View<'_> {
+    fn absent_in_memory(&self, family: Family, column_prefix: &[u8], ts: TsRange) -> Option<bool> {
+        (family == Family::Write)
+            .then(|| self.store.recent.absent(column_prefix, ts))
+            .flatten()
+    }
+
     fn any_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<bool, StoreError> {
         if family == Family::Lock {
             return Ok(self.store.locks.any_in(lo, hi));

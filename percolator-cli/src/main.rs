@@ -36,6 +36,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Errors of the command line tool.
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -217,6 +217,12 @@ pub trait KeyLookup {
     ) -> Result<bool, StoreError>;
     /// Every key of `family` in `lo..=hi`, in order.
     fn keys_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Whether no version of the column `column_prefix` ([`key::column_prefix`]) in `ts` exists
+    /// in `family`, if the engine keeps that in memory; `None`: ask [`Self::any_in`].
+    fn absent_in_memory(&self, family: Family, column_prefix: &[u8], ts: TsRange) -> Option<bool> {
+        let _ = (family, column_prefix, ts);
+        None
+    }
 }
 
 /// Whether `condition` holds for `(table, row)`.
@@ -231,8 +237,14 @@ fn holds(
         Condition::NoSnapshotReadSince { ts } => latches.no_snapshot_read_since(*ts),
         Condition::Absent { ts, .. } if ts.is_empty() => true,
         Condition::Absent { family, column, ts } => {
-            let (lo, hi) = version_bounds(&key::column_prefix(table, row, column), *ts);
-            !lookup.any_in(*family, &lo, &hi)?
+            let prefix = key::column_prefix(table, row, column);
+            match lookup.absent_in_memory(*family, &prefix, *ts) {
+                Some(absent) => absent,
+                None => {
+                    let (lo, hi) = version_bounds(&prefix, *ts);
+                    !lookup.any_in(*family, &lo, &hi)?
+                }
+            }
         }
         Condition::Exists { family, column, ts } => {
             lookup.holds_value(*family, &cell_key(table, row, column, *ts), None)?
