@@ -33,7 +33,9 @@
 //! - the `notify_rows` module: the rows that may hold notifications, which the observers' scans walk.
 //!
 //! Both are rebuilt from the engine on open and hold only what is live: the transactions in
-//! flight and the backlog of notifications.
+//! flight and the backlog of notifications. A third structure, the `recent_writes` module,
+//! answers prewrite's write-conflict check (also a range lookup, in the write family) from the
+//! newest write of each recently written column.
 //!
 //! ## Atomicity
 //! fjall is single-process. Per-row atomicity comes from **in-process row latches** (4096
