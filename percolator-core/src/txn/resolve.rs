@@ -192,7 +192,9 @@ impl<S: RowStore> ClientInner<S> {
         match self.check_status(&lock.primary, start_ts, true).await? {
             TxnStatus::Committed { commit_ts } => {
                 self.store
-                    .mutate_rows(vec![layout::roll_forward(addr, start_ts, commit_ts, lock)])
+                    .mutate_rows(vec![layout::roll_forward(
+                        addr, start_ts, commit_ts, lock.kind,
+                    )])
                     .await?;
                 self.metrics.rolled_forward();
                 Ok(true)
@@ -307,7 +309,6 @@ mod tests {
             owner: 7,
             oracle_ms,
             ttl_ms,
-            value: None,
         }
     }
 
