@@ -26,6 +26,16 @@ pub fn bar(len: Option<u64>, what: &str) -> ProgressBar {
     bar
 }
 
+/// Prints a milestone line above `bar`, or to stderr when the bar is hidden (stderr is not a
+/// terminal: a log file keeps the milestones of a long run even without the bar).
+pub fn milestone(bar: &ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 /// A two-column markdown table.
 pub fn table(title: &str, rows: &[(&str, String)]) -> String {
     let key = rows

@@ -17,7 +17,7 @@ use percolator_webindex::{
 };
 use tokio::sync::mpsc;
 
-use crate::output::{bar, ms, table, write_json};
+use crate::output::{bar, milestone, ms, table, write_json};
 use crate::{CliError, client_builder};
 
 #[derive(Subcommand, Debug)]
@@ -892,8 +892,19 @@ async fn scale<S: RowStore>(
             ScaleProgress::Running(seconds, processed) => {
                 progress.set_message(format!("run: {seconds:.0} s, {processed} observer txns"));
             }
-            ScaleProgress::Checking => progress.set_message("check"),
+            ScaleProgress::Ran(seconds, processed) => milestone(
+                &progress,
+                &format!(
+                    "run idle after {seconds:.1} s: {processed} observer txns, {:.0} pages/s",
+                    args.docs as f64 / seconds.max(1e-9)
+                ),
+            ),
             ScaleProgress::Querying => progress.set_message("queries"),
+            ScaleProgress::Queried(n, p50, p99) => milestone(
+                &progress,
+                &format!("{n} queries: p50 {p50:.1} ms, p99 {p99:.1} ms"),
+            ),
+            ScaleProgress::Checking => progress.set_message("check"),
             _ => {}
         },
     )

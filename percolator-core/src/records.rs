@@ -2,12 +2,15 @@
 //!
 //! - A **lock** (`c:lock` at the writer's start_ts) names the transaction's primary cell, the
 //!   worker that owns it and a wall-clock heartbeat with a TTL, so that a cleaner can decide
-//!   whether the owner is gone.
+//!   whether the owner is gone. A put of a **short value** (up to [`SHORT_VALUE_MAX`] bytes)
+//!   keeps the value in its lock instead of a data version; the commit — or a cleaner rolling
+//!   the cell forward — writes it inline in the write record (TiKV's short values in locks).
 //! - A **write record** (`c:write` at commit_ts) points at the data version (the start_ts) and
 //!   says whether it is a put, a delete, or a **rollback** marker (at the aborted start_ts itself)
-//!   that forbids a late prewrite of that transaction from ever succeeding. A put committed in one
-//!   phase may carry its value **inline** (up to [`SHORT_VALUE_MAX`] bytes, TiKV's "short
-//!   value"): then there is no data version, and the commit is one cell instead of two.
+//!   that forbids a late prewrite of that transaction from ever succeeding. A put of a short
+//!   value carries it **inline** (up to [`SHORT_VALUE_MAX`] bytes, TiKV's "short value"): then
+//!   there is no data version, a one-phase commit is one cell instead of two, a two-phase one
+//!   three cell writes instead of four, and a reader needs no second lookup.
 //!
 //! - A **notify record** (`c:notify` at a timestamp) says that the cell changed and observers
 //!   should run. Written by a transaction during prewrite it names the writer's primary, so that
@@ -22,6 +25,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::error::{Error, Result};
 
 const LOCK_FORMAT: u8 = 1;
+/// A put's lock followed by its short value (no data version).
+const LOCK_FORMAT_VALUE: u8 = 2;
 const WRITE_FORMAT: u8 = 1;
 /// A put write record followed by its value (no data version).
 const WRITE_FORMAT_INLINE: u8 = 2;
@@ -108,6 +113,10 @@ pub struct LockRecord {
     pub oracle_ms: u64,
     /// Milliseconds after `oracle_ms` at which the lock may be cleaned up even if the owner lives.
     pub ttl_ms: u64,
+    /// A put's value when it is short (at most [`SHORT_VALUE_MAX`] bytes): the transaction wrote
+    /// no data version, and committing the cell writes this value inline in its write record.
+    /// `None` for deletes and for longer values (those are data versions at start_ts).
+    pub value: Option<Bytes>,
 }
 
 impl LockRecord {
@@ -121,7 +130,11 @@ impl LockRecord {
         let p = &self.primary;
         let mut out =
             BytesMut::with_capacity(2 + 12 + p.table.len() + p.row.len() + p.column.len() + 24);
-        out.put_u8(LOCK_FORMAT);
+        out.put_u8(if self.value.is_some() {
+            LOCK_FORMAT_VALUE
+        } else {
+            LOCK_FORMAT
+        });
         out.put_u8(self.kind.to_byte());
         for part in [&p.table, &p.row, &p.column] {
             // Lengths are bounded by the store's key limit, far below u32::MAX.
@@ -131,6 +144,9 @@ impl LockRecord {
         out.put_u64_le(self.owner);
         out.put_u64_le(self.oracle_ms);
         out.put_u64_le(self.ttl_ms);
+        if let Some(value) = &self.value {
+            out.put_slice(value);
+        }
         out.freeze()
     }
 
@@ -138,7 +154,7 @@ impl LockRecord {
     pub fn decode(bytes: &Bytes) -> Result<Self> {
         let mut r = Reader { bytes, pos: 0 };
         let format = r.u8()?;
-        if format != LOCK_FORMAT {
+        if format != LOCK_FORMAT && format != LOCK_FORMAT_VALUE {
             return Err(Error::Corrupt(format!("unknown lock format {format}")));
         }
         let kind = WriteKind::from_byte(r.u8()?)?;
@@ -151,13 +167,26 @@ impl LockRecord {
         let owner = r.u64()?;
         let oracle_ms = r.u64()?;
         let ttl_ms = r.u64()?;
-        r.finish("lock")?;
+        let value = if format == LOCK_FORMAT_VALUE {
+            let value = bytes.slice(r.pos..);
+            if kind != WriteKind::Put || value.len() > SHORT_VALUE_MAX {
+                return Err(Error::Corrupt(format!(
+                    "{kind:?} lock carrying a value of {} bytes (only a put's value of at most {SHORT_VALUE_MAX} bytes)",
+                    value.len()
+                )));
+            }
+            Some(value)
+        } else {
+            r.finish("lock")?;
+            None
+        };
         Ok(Self {
             kind,
             primary: CellAddr { table, row, column },
             owner,
             oracle_ms,
             ttl_ms,
+            value,
         })
     }
 }
@@ -338,10 +367,44 @@ mod tests {
             owner: 42,
             oracle_ms: 1_700_000_000_000,
             ttl_ms: 3000,
+            value: None,
         };
         assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
         assert!(!lock.expired(1_700_000_003_000));
         assert!(lock.expired(1_700_000_003_001));
+    }
+
+    #[test]
+    fn lock_with_short_value_round_trip() {
+        for value in [&b""[..], b"v", &[7u8; SHORT_VALUE_MAX]] {
+            let lock = LockRecord {
+                kind: WriteKind::Put,
+                primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
+                owner: 1,
+                oracle_ms: 2,
+                ttl_ms: 3,
+                value: Some(Bytes::copy_from_slice(value)),
+            };
+            assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
+        }
+        // Only a put's short value rides in a lock.
+        let put = LockRecord {
+            kind: WriteKind::Put,
+            primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
+            owner: 1,
+            oracle_ms: 2,
+            ttl_ms: 3,
+            value: Some(Bytes::from_static(b"v")),
+        };
+        let mut delete = put.encode().to_vec();
+        delete[1] = WriteKind::Delete.to_byte();
+        let long = LockRecord {
+            value: Some(Bytes::from(vec![1u8; SHORT_VALUE_MAX + 1])),
+            ..put
+        };
+        for bad in [Bytes::from(delete), long.encode()] {
+            assert!(matches!(LockRecord::decode(&bad), Err(Error::Corrupt(_))));
+        }
     }
 
     #[test]
@@ -401,6 +464,7 @@ mod tests {
             owner: 1,
             oracle_ms: 2,
             ttl_ms: 3,
+            value: None,
         }
         .encode()
         .to_vec();

@@ -5,8 +5,9 @@
 //! Phases: **load** streams the crawl into `documents` (the pipeline is not running, so the
 //! whole crawl becomes a backlog of notifications, as with `webindex load` before `run`);
 //! **run** starts the observers and waits until nothing is pending, sampling how many
-//! notifications have been processed; **check** verifies every invariant of the index;
-//! **query** times a query set drawn from the index ([`crate::search::latency`]). Peak
+//! notifications have been processed; **query** times a query set drawn from the index
+//! ([`crate::search::latency`]) on the idle store, before the full scans that follow can warm
+//! or evict its caches; **check** verifies every invariant of the index. Peak
 //! resident memory is measured per phase (Linux: `VmHWM`, reset between phases through
 //! `/proc/self/clear_refs`), bytes written from `/proc/self/io`.
 
@@ -136,10 +137,14 @@ pub enum ScaleProgress {
     Loaded(u64),
     /// Seconds into the run, and observer transactions committed so far.
     Running(f64, u64),
-    /// The check started.
-    Checking,
+    /// The run went idle: seconds it took, observer transactions committed.
+    Ran(f64, u64),
     /// Timing queries.
     Querying,
+    /// Queries timed: how many, p50 and p99 in milliseconds.
+    Queried(usize, f64, f64),
+    /// The check started.
+    Checking,
 }
 
 /// `VmHWM` of this process, in bytes (Linux).
@@ -315,6 +320,18 @@ pub async fn run<S: RowStore>(
     let written = written_bytes()
         .zip(written_before)
         .map(|(after, before)| after.saturating_sub(before));
+    progress(ScaleProgress::Ran(run_seconds, processed));
+    // Query: 4 queries from each of 100 documents spread over the crawl.
+    progress(ScaleProgress::Querying);
+    let step = (config.docs / QUERY_DOCS).max(1);
+    let urls = (0..config.docs).step_by(step).map(|i| crawl.url(i));
+    let queries = query_set(runtime.client(), urls).await?;
+    let query_latency = measure(runtime.client(), &queries).await?;
+    progress(ScaleProgress::Queried(
+        query_latency.queries,
+        query_latency.p50_ms,
+        query_latency.p99_ms,
+    ));
     let disk = disk_bytes();
     let stored = stored_cells(runtime.client().store().as_ref()).await?;
     // Check.
@@ -322,12 +339,6 @@ pub async fn run<S: RowStore>(
     reset_peak_rss();
     let report = check(runtime.client()).await?;
     let check_peak = peak_rss_bytes();
-    // Query: 4 queries from each of 100 documents spread over the crawl.
-    progress(ScaleProgress::Querying);
-    let step = (config.docs / QUERY_DOCS).max(1);
-    let urls = (0..config.docs).step_by(step).map(|i| crawl.url(i));
-    let queries = query_set(runtime.client(), urls).await?;
-    let query_latency = measure(runtime.client(), &queries).await?;
     let backend = runtime.client().store().name().to_owned();
     runtime.shutdown().await?;
     let quarters = quarter_rates(&samples, run_seconds);

@@ -14,26 +14,35 @@ use super::hooks::{CrashAt, PauseAt};
 use super::{StoreFactory, client, client_with, fast_config, fault_seed, patient_client};
 use crate::error::{Error, StoreError};
 use crate::fault::CommitStep;
-use crate::records::CellAddr;
+use crate::records::{CellAddr, SHORT_VALUE_MAX};
 use crate::store::{Condition, MutationOutcome, RowMutation, RowStore};
 use crate::txn::{Client, Settled, TxnStatus};
 
 const ROWS: [&str; 4] = ["a", "b", "c", "d"];
 const TABLE: &str = "f";
 
+/// Column `w` of every row holds `value` padded past [`SHORT_VALUE_MAX`]: each transaction here
+/// writes both layouts, a short value in `v` (carried by its lock, inline in its write record)
+/// and a long one in `w` (a data version), so every fault hits both.
+fn long(value: &str) -> Bytes {
+    Bytes::from(format!("{value:<width$}", width = SHORT_VALUE_MAX + 1))
+}
+
 async fn seed<S: RowStore>(c: &Client<S>) {
     let mut t = c.begin().await.unwrap();
     for r in ROWS {
         t.set(TABLE, r, "v", "old").unwrap();
+        t.set(TABLE, r, "w", long("old")).unwrap();
     }
     t.commit().await.unwrap();
 }
 
-/// Begins a transaction writing "new" to every row (primary = row "a").
+/// Begins a transaction writing "new" to every row (primary = row "a", column "v").
 async fn writer<S: RowStore>(c: &Client<S>) -> crate::txn::Transaction<S> {
     let mut t = c.begin().await.unwrap();
     for r in ROWS {
         t.set(TABLE, r, "v", "new").unwrap();
+        t.set(TABLE, r, "w", long("new")).unwrap();
     }
     t
 }
@@ -46,6 +55,11 @@ async fn assert_all<S: RowStore>(c: &Client<S>, expected: &str) {
             r.get(TABLE, row, "v").await.unwrap(),
             Some(Bytes::copy_from_slice(expected.as_bytes())),
             "row {row}"
+        );
+        assert_eq!(
+            r.get(TABLE, row, "w").await.unwrap(),
+            Some(long(expected)),
+            "row {row}, long value"
         );
     }
 }
@@ -354,7 +368,7 @@ pub async fn heartbeat_keeps_long_commit_alive<F: StoreFactory>(factory: &F) {
         let (resolved, live) = cleaner.resolve_locks(TABLE).await.unwrap();
         assert_eq!(
             (resolved, live),
-            (0, ROWS.len()),
+            (0, ROWS.len() * 2), // columns v and w of every row
             "a heartbeating transaction was cleaned up"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -166,6 +166,7 @@ macro_rules! conformance_tests {
             store_tables_lists_every_table => store_cases::tables_lists_every_table,
             store_scan_max_versions_over_deep_history => store_cases::scan_max_versions_over_deep_history,
             txn_figure4_transfer => txn_cases::figure4_transfer,
+            txn_figure4_transfer_short_values => txn_cases::figure4_transfer_short_values,
             txn_snapshot_isolation => txn_cases::snapshot_isolation,
             txn_write_write_conflict => txn_cases::write_write_conflict,
             txn_snapshot_scan => txn_cases::snapshot_scan,

@@ -284,19 +284,15 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     assert_eq!(*steps.0.lock(), expected);
     assert_eq!(value(&c, "r").await, Some(Bytes::from("one")));
     assert!(c.locks(TABLE).await.unwrap().is_empty());
-    // One phase: the short values ride in the write records, with no data versions.
+    // Short values ride in the write records, with no data versions: in one phase directly, in
+    // two through the locks.
     let families = raw_row(&*store, "r").await;
     let inline: Vec<Option<Bytes>> = families[1]
         .iter()
         .map(|cell| WriteRecord::decode_with_value(&cell.value).unwrap().1)
         .collect();
-    if store.limits().tracks_snapshot_reads {
-        assert!(families[0].is_empty(), "data versions: {:?}", families[0]);
-        assert_eq!(inline, [Some(Bytes::from("one")), Some(Bytes::from("row"))]);
-    } else {
-        assert_eq!(families[0].len(), 2);
-        assert_eq!(inline, [None, None]);
-    }
+    assert!(families[0].is_empty(), "data versions: {:?}", families[0]);
+    assert_eq!(inline, [Some(Bytes::from("one")), Some(Bytes::from("row"))]);
 
     // A value too long to ride inline goes to the data family, in one phase all the same.
     let long = Bytes::from(vec![b'L'; SHORT_VALUE_MAX + 1]);

@@ -11,7 +11,7 @@ use super::hooks::PauseAt;
 use super::{StoreFactory, client, patient_client};
 use crate::error::Error;
 use crate::fault::CommitStep;
-use crate::records::{LockRecord, WriteKind, WriteRecord};
+use crate::records::{LockRecord, SHORT_VALUE_MAX, WriteKind, WriteRecord};
 use crate::store::{Columns, Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore};
 use crate::txn::Client;
 
@@ -75,32 +75,67 @@ async fn locks<S: RowStore>(store: &S, table: &str, row: &str) -> Vec<(u64, Lock
         .collect()
 }
 
-/// The paper's Figure 4: Bob transfers $7 to Joe; the lock, write and data cells after each step.
+/// Decoded write records `(commit_ts, record, inline value)` of a cell, newest first.
+async fn writes_with_values<S: RowStore>(
+    store: &S,
+    table: &str,
+    row: &str,
+) -> Vec<(u64, WriteRecord, Option<Bytes>)> {
+    cells(store, table, row, Family::Write)
+        .await
+        .into_iter()
+        .map(|(_, ts, v)| {
+            let (record, value) = WriteRecord::decode_with_value(&v).unwrap();
+            (ts, record, value)
+        })
+        .collect()
+}
+
+/// The paper's Figure 4 with balances longer than [`SHORT_VALUE_MAX`]: the paper's layout, data
+/// at the start timestamp and write records pointing at it.
 pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
+    figure4(factory, |amount| {
+        Bytes::from(format!("{amount:<width$}", width = SHORT_VALUE_MAX + 1))
+    })
+    .await;
+}
+
+/// The paper's Figure 4 with short balances: no data cells; each lock carries its value and
+/// each write record holds it inline (TiKV's short values).
+pub async fn figure4_transfer_short_values<F: StoreFactory>(factory: &F) {
+    figure4(factory, |amount| Bytes::from(amount.to_owned())).await;
+}
+
+/// Bob transfers $7 to Joe; the lock, write and data cells after each step, for balances
+/// written as `balance` makes them.
+async fn figure4<F: StoreFactory>(factory: &F, balance: impl Fn(&str) -> Bytes) {
     let store = factory.open().await;
     let c = patient_client(&store).await;
+    let (bob10, joe2, bob3, joe9) = (balance("$10"), balance("$2"), balance("$3"), balance("$9"));
+    let short = bob10.len() <= SHORT_VALUE_MAX;
+    // What a put of `value` at `ts` leaves in the data family, and inline in its write record.
+    let data_at = |ts: u64, value: &Bytes| (!short).then(|| ("bal".to_owned(), ts, value.clone()));
+    let inline = |value: &Bytes| short.then(|| value.clone());
+    let put = |start_ts: u64| WriteRecord {
+        kind: WriteKind::Put,
+        start_ts,
+    };
     let mut setup = c.begin().await.unwrap();
-    setup.set("bank", "Bob", "bal", "$10").unwrap();
-    setup.set("bank", "Joe", "bal", "$2").unwrap();
+    setup.set("bank", "Bob", "bal", bob10.clone()).unwrap();
+    setup.set("bank", "Joe", "bal", joe2.clone()).unwrap();
     let s0 = setup.start_ts();
     let c0 = setup.commit().await.unwrap().commit_ts.unwrap();
 
     // 1. Initial state.
-    for (row, value) in [("Bob", "$10"), ("Joe", "$2")] {
+    for (row, value) in [("Bob", &bob10), ("Joe", &joe2)] {
         assert_eq!(
             cells(&*store, "bank", row, Family::Data).await,
-            vec![("bal".into(), s0, Bytes::from(value))]
+            data_at(s0, value).into_iter().collect::<Vec<_>>()
         );
         assert!(cells(&*store, "bank", row, Family::Lock).await.is_empty());
         assert_eq!(
-            writes(&*store, "bank", row).await,
-            vec![(
-                c0,
-                WriteRecord {
-                    kind: WriteKind::Put,
-                    start_ts: s0
-                }
-            )]
+            writes_with_values(&*store, "bank", row).await,
+            vec![(c0, put(s0), inline(value))]
         );
     }
 
@@ -116,25 +151,26 @@ pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
     let s = txn.start_ts();
     assert_eq!(
         txn.get("bank", "Bob", "bal").await.unwrap(),
-        Some(Bytes::from("$10"))
+        Some(bob10.clone())
     );
     assert_eq!(
         txn.get("bank", "Joe", "bal").await.unwrap(),
-        Some(Bytes::from("$2"))
+        Some(joe2.clone())
     );
-    txn.set("bank", "Bob", "bal", "$3").unwrap();
-    txn.set("bank", "Joe", "bal", "$9").unwrap();
+    txn.set("bank", "Bob", "bal", bob3.clone()).unwrap();
+    txn.set("bank", "Joe", "bal", joe9.clone()).unwrap();
     txn.set_commit_hook(Some(hook));
     let commit = tokio::spawn(txn.commit());
 
-    // 2. Bob's balance locked: the primary; data written at the start timestamp.
+    // 2. Bob's balance locked: the primary; the new value written at the start timestamp (or
+    //    carried by the lock).
     assert_eq!(reached.recv().await, Some(CommitStep::AfterPrimaryPrewrite));
     assert_eq!(
         cells(&*store, "bank", "Bob", Family::Data).await,
-        vec![
-            ("bal".into(), s, Bytes::from("$3")),
-            ("bal".into(), s0, Bytes::from("$10"))
-        ]
+        [data_at(s, &bob3), data_at(s0, &bob10)]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
     );
     let bob_locks = locks(&*store, "bank", "Bob").await;
     assert_eq!(bob_locks.len(), 1);
@@ -144,6 +180,7 @@ pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
         b"Bob",
         "Bob's lock is the primary"
     );
+    assert_eq!(bob_locks[0].1.value, inline(&bob3));
     assert!(locks(&*store, "bank", "Joe").await.is_empty());
     assert_eq!(writes(&*store, "bank", "Bob").await.len(), 1);
     release.notify_one();
@@ -160,29 +197,24 @@ pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
         ),
         (&b"Bob"[..], &b"bal"[..])
     );
+    assert_eq!(joe_locks[0].1.value, inline(&joe9));
     assert_eq!(
-        cells(&*store, "bank", "Joe", Family::Data).await[0],
-        ("bal".into(), s, Bytes::from("$9"))
+        cells(&*store, "bank", "Joe", Family::Data).await.first(),
+        data_at(s, &joe9).as_ref()
     );
     release.notify_one();
 
     // 4. Commit point: Bob's lock replaced by a write record at the commit timestamp.
     assert_eq!(reached.recv().await, Some(CommitStep::AfterCommitPoint));
     assert!(locks(&*store, "bank", "Bob").await.is_empty());
-    let bob_writes = writes(&*store, "bank", "Bob").await;
+    let bob_writes = writes_with_values(&*store, "bank", "Bob").await;
     assert_eq!(bob_writes.len(), 2);
     let commit_ts = bob_writes[0].0;
     assert!(
         commit_ts > s,
         "commit_ts {commit_ts} must exceed start_ts {s}"
     );
-    assert_eq!(
-        bob_writes[0].1,
-        WriteRecord {
-            kind: WriteKind::Put,
-            start_ts: s
-        }
-    );
+    assert_eq!(bob_writes[0], (commit_ts, put(s), inline(&bob3)));
     assert_eq!(
         locks(&*store, "bank", "Joe").await.len(),
         1,
@@ -196,17 +228,11 @@ pub async fn figure4_transfer<F: StoreFactory>(factory: &F) {
     assert_eq!(info.commit_ts, Some(commit_ts));
     assert!(locks(&*store, "bank", "Joe").await.is_empty());
     assert_eq!(
-        writes(&*store, "bank", "Joe").await[0],
-        (
-            commit_ts,
-            WriteRecord {
-                kind: WriteKind::Put,
-                start_ts: s
-            }
-        )
+        writes_with_values(&*store, "bank", "Joe").await[0],
+        (commit_ts, put(s), inline(&joe9))
     );
-    assert_eq!(get(&c, "bank", "Bob", "bal").await, Some(Bytes::from("$3")));
-    assert_eq!(get(&c, "bank", "Joe", "bal").await, Some(Bytes::from("$9")));
+    assert_eq!(get(&c, "bank", "Bob", "bal").await, Some(bob3));
+    assert_eq!(get(&c, "bank", "Joe", "bal").await, Some(joe9));
 }
 
 pub async fn snapshot_isolation<F: StoreFactory>(factory: &F) {

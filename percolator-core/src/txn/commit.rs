@@ -50,17 +50,10 @@ pub(super) struct RowWrites {
 }
 
 impl RowWrites {
-    fn kinds(&self) -> Vec<(Bytes, WriteKind)> {
+    fn commits(&self) -> Vec<layout::CommitColumn> {
         self.columns
             .iter()
-            .map(|(c, v)| {
-                let kind = if v.is_some() {
-                    WriteKind::Put
-                } else {
-                    WriteKind::Delete
-                };
-                (c.clone(), kind)
-            })
+            .map(|(c, v)| layout::CommitColumn::of(c, v))
             .collect()
     }
 
@@ -166,6 +159,7 @@ impl<S: RowStore> Client<S> {
             owner: self.inner.worker_id,
             oracle_ms: self.inner.clock.now_ms(),
             ttl_ms: u64::try_from(self.config().lock_ttl.as_millis()).unwrap_or(u64::MAX),
+            value: None,
         };
         let notify_record = NotifyRecord {
             writer: Some(primary.clone()),
@@ -199,12 +193,11 @@ impl<S: RowStore> Client<S> {
         faults
             .at(CommitStep::AfterPrimaryPrewrite, start_ts)
             .await?;
+        // The primary's lock as prewritten (kind and short value), for the heartbeat to rewrite.
+        let primary_commit = layout::CommitColumn::of(&primary.column, &primary_row.columns[0].1);
         let primary_lock = LockRecord {
-            kind: if primary_row.columns[0].1.is_some() {
-                WriteKind::Put
-            } else {
-                WriteKind::Delete
-            },
+            kind: primary_commit.kind,
+            value: primary_commit.inline,
             ..lock.clone()
         };
         // From here to the commit point the primary lock must look alive even if the commit is
@@ -516,7 +509,7 @@ impl<S: RowStore> Client<S> {
         start_ts: u64,
         commit_ts: u64,
     ) -> Result<()> {
-        let mutation = layout::commit(&row.table, &row.row, &row.kinds(), start_ts, commit_ts);
+        let mutation = layout::commit(&row.table, &row.row, &row.commits(), start_ts, commit_ts);
         let mut last_error = None;
         for _ in 0..AMBIGUOUS_ATTEMPTS {
             match self.inner.store.mutate_rows(vec![mutation.clone()]).await {
@@ -559,7 +552,7 @@ impl<S: RowStore> Client<S> {
         }
         let batch: Vec<RowMutation> = rows
             .iter()
-            .map(|r| layout::commit(&r.table, &r.row, &r.kinds(), start_ts, commit_ts))
+            .map(|r| layout::commit(&r.table, &r.row, &r.commits(), start_ts, commit_ts))
             .collect();
         if let Err(e) = self.inner.store.mutate_rows(batch).await {
             tracing::debug!(start_ts, error = %e, "secondary commit failed; readers will roll forward");

@@ -18,8 +18,39 @@ pub(crate) enum PrewriteConflict {
     Locked(Bytes),
 }
 
+/// A put's value if it is short enough to ride in its lock and its write record (no data
+/// version); the prewrite and the commit decide by this one rule.
+pub(crate) fn short_value(value: &Option<Bytes>) -> Option<&Bytes> {
+    value.as_ref().filter(|v| v.len() <= SHORT_VALUE_MAX)
+}
+
+/// What the commit of one column writes: its write record's kind, and the value inline when
+/// the prewrite kept it in the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct CommitColumn {
+    pub(crate) column: Bytes,
+    pub(crate) kind: WriteKind,
+    pub(crate) inline: Option<Bytes>,
+}
+
+impl CommitColumn {
+    /// The commit of a buffered write (its kind, and its value if short).
+    pub(crate) fn of(column: &Bytes, value: &Option<Bytes>) -> Self {
+        Self {
+            column: column.clone(),
+            kind: if value.is_some() {
+                WriteKind::Put
+            } else {
+                WriteKind::Delete
+            },
+            inline: short_value(value).cloned(),
+        }
+    }
+}
+
 /// Prewrite of every buffered column of one row: for each column, no write record at or after
-/// `start_ts` and no lock at any timestamp; then data at `start_ts` (for puts) and the lock; and
+/// `start_ts` and no lock at any timestamp; then the lock — carrying a put's short value — and,
+/// for a longer value, data at `start_ts`; and
 /// a notify cell at `start_ts` for each column in `notify` (observed columns written here, weak
 /// notifications of this row), in the same atomic row mutation.
 ///
@@ -36,10 +67,20 @@ pub(crate) fn prewrite(
     let mut conditions = Vec::with_capacity(columns.len() * 2);
     let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
     for (column, value) in columns {
-        let kind = checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
-        let record = LockRecord {
-            kind,
-            ..lock.clone()
+        let record = match short_value(value) {
+            Some(short) => {
+                checks(column, start_ts, &mut conditions);
+                LockRecord {
+                    kind: WriteKind::Put,
+                    value: Some(short.clone()),
+                    ..lock.clone()
+                }
+            }
+            None => LockRecord {
+                kind: checks_and_data(column, value, start_ts, &mut conditions, &mut mutations),
+                value: None,
+                ..lock.clone()
+            },
         };
         mutations.push(Mutation::Put {
             family: Family::Lock,
@@ -213,17 +254,23 @@ pub(crate) fn prewrite_conflict(columns: &[ColumnWrite], condition: usize) -> Pr
 }
 
 /// Commit of the listed columns of one row at `commit_ts`: each lock at `start_ts` must still be
-/// there; write records go in and locks go away in one atomic row mutation.
+/// there; write records (short values inline) go in and locks go away in one atomic row
+/// mutation.
 pub(crate) fn commit(
     table: &Bytes,
     row: &Bytes,
-    columns: &[(Bytes, WriteKind)],
+    columns: &[CommitColumn],
     start_ts: u64,
     commit_ts: u64,
 ) -> RowMutation {
     let mut conditions = Vec::with_capacity(columns.len());
     let mut mutations = Vec::with_capacity(columns.len() * 2);
-    for (column, kind) in columns {
+    for CommitColumn {
+        column,
+        kind,
+        inline,
+    } in columns
+    {
         conditions.push(Condition::Exists {
             family: Family::Lock,
             column: column.clone(),
@@ -233,11 +280,14 @@ pub(crate) fn commit(
             family: Family::Write,
             column: column.clone(),
             ts: commit_ts,
-            value: WriteRecord {
-                kind: *kind,
-                start_ts,
-            }
-            .encode(),
+            value: match inline {
+                Some(value) => WriteRecord::encode_inline(start_ts, value),
+                None => WriteRecord {
+                    kind: *kind,
+                    start_ts,
+                }
+                .encode(),
+            },
         });
         mutations.push(Mutation::Delete {
             family: Family::Lock,
@@ -335,17 +385,23 @@ pub(crate) fn rollback_absent(addr: &CellAddr, start_ts: u64) -> RowMutation {
     }
 }
 
-/// Rolls a secondary column forward to a commit made at `commit_ts` (no-op if already resolved).
+/// Rolls a secondary column forward to a commit made at `commit_ts` (no-op if already resolved):
+/// the write record its own commit would have written, from what its lock holds (the kind, a
+/// short value).
 pub(crate) fn roll_forward(
     addr: &CellAddr,
     start_ts: u64,
     commit_ts: u64,
-    kind: WriteKind,
+    lock: &LockRecord,
 ) -> RowMutation {
     commit(
         &addr.table,
         &addr.row,
-        &[(addr.column.clone(), kind)],
+        &[CommitColumn {
+            column: addr.column.clone(),
+            kind: lock.kind,
+            inline: lock.value.clone(),
+        }],
         start_ts,
         commit_ts,
     )

@@ -192,9 +192,7 @@ impl<S: RowStore> ClientInner<S> {
         match self.check_status(&lock.primary, start_ts, true).await? {
             TxnStatus::Committed { commit_ts } => {
                 self.store
-                    .mutate_rows(vec![layout::roll_forward(
-                        addr, start_ts, commit_ts, lock.kind,
-                    )])
+                    .mutate_rows(vec![layout::roll_forward(addr, start_ts, commit_ts, lock)])
                     .await?;
                 self.metrics.rolled_forward();
                 Ok(true)
@@ -309,6 +307,7 @@ mod tests {
             owner: 7,
             oracle_ms,
             ttl_ms,
+            value: None,
         }
     }
 
