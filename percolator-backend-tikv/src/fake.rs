@@ -50,6 +50,8 @@ pub struct FakeKv {
     state: Arc<Mutex<State>>,
     ambiguous_commits: Arc<AtomicUsize>,
     unavailable_reads: Arc<AtomicUsize>,
+    /// Commits writing a key that contains these bytes fail with a conflict, this many times.
+    hot_key: Arc<Mutex<Option<HotKey>>>,
 }
 
 impl Default for FakeKv {
@@ -66,6 +68,7 @@ impl FakeKv {
             state: Arc::default(),
             ambiguous_commits: Arc::default(),
             unavailable_reads: Arc::default(),
+            hot_key: Arc::default(),
         }
     }
 
@@ -78,6 +81,26 @@ impl FakeKv {
     /// The next `n` reads fail with [`KvError::Unavailable`] without effect.
     pub fn inject_unavailable_reads(&self, n: usize) {
         self.unavailable_reads.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` commits that write a key containing `fragment` fail with
+    /// [`KvError::Conflict`] without effect, as if another writer kept winning that key.
+    pub fn inject_conflicts_on(&self, fragment: &[u8], n: usize) {
+        *self.hot_key.lock() = Some((fragment.to_vec(), n));
+    }
+
+    /// Whether a commit of `writes` is to fail with an injected conflict (counts it).
+    fn hot_conflict(&self, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Option<Vec<u8>> {
+        let mut hot = self.hot_key.lock();
+        let (fragment, left) = hot.as_mut()?;
+        if *left == 0 {
+            return None;
+        }
+        let key = writes
+            .keys()
+            .find(|k| k.windows(fragment.len()).any(|w| w == fragment.as_slice()))?;
+        *left -= 1;
+        Some(key.clone())
     }
 
     fn take(counter: &AtomicUsize) -> bool {
@@ -96,6 +119,9 @@ impl FakeKv {
         }
     }
 }
+
+/// A key fragment whose commits fail with an injected conflict, and how many more times.
+type HotKey = (Vec<u8>, usize);
 
 /// A transaction on [`FakeKv`].
 pub struct FakeTxn {
@@ -218,6 +244,12 @@ impl KvTxn for FakeTxn {
         let writes = std::mem::take(&mut self.writes);
         if writes.is_empty() {
             return Ok(());
+        }
+        if let Some(key) = self.kv.hot_conflict(&writes) {
+            return Err(KvError::Conflict(format!(
+                "injected: key {key:?} written after start_ts {}",
+                self.start_ts
+            )));
         }
         {
             let mut state = self.kv.state.lock();

@@ -32,7 +32,12 @@
 //! ## Retries and ambiguity
 //! - Region errors, leader changes and stale region caches are retried inside tikv-client.
 //! - A write conflict at commit, or an unavailable read before commit, re-runs the batch (up to
-//!   8 times, with core's [`Backoff`] from 2 ms doubling to 512 ms): nothing was applied.
+//!   3 times, with core's [`Backoff`] from 2 ms doubling to 512 ms): nothing was applied.
+//! - A batch that still conflicts is **split per row**: each row's items (in batch order) run
+//!   in a transaction of their own, concurrently, each re-run up to 8 times. A batch is atomic
+//!   per row only, so this keeps its meaning, and one hot row (a writer racing GC's deletes, say)
+//!   no longer starves the other rows of the batch. If a row still fails, the call returns
+//!   `StoreError::Unavailable`: that row was not applied, other rows may have been.
 //! - An error while committing (timeout, lost answer, `UndeterminedError`) is **ambiguous**: the
 //!   batch may or may not have been applied. It is returned as `StoreError::Unavailable`, which
 //!   the transaction layer treats as "outcome unknown" and settles by reading back (a prewrite
@@ -87,6 +92,9 @@ pub const TIKV_LIMITS: StoreLimits = StoreLimits::new(4 * 1024, 4 * 1024 * 1024,
 /// Longest namespace accepted by [`TikvStore::new`].
 pub const MAX_NAMESPACE: usize = 64;
 const PAGE: u32 = 1024;
+/// Tries of a whole batch before it is split into one transaction per row.
+const WHOLE_BATCH_ATTEMPTS: usize = 3;
+/// Tries of one row's items once a batch is split.
 const BATCH_ATTEMPTS: usize = 8;
 /// Backoff between re-runs of a batch: up to 2 ms, doubling to 512 ms.
 const BATCH_BACKOFF: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(512));
@@ -327,6 +335,67 @@ impl<A: KvApi> TikvStore<A> {
 
     /// Evaluates and buffers the whole batch in `txn`. Returns the outcomes and whether anything
     /// was written.
+    /// Runs `batch` as one optimistic transaction, re-running it on a write conflict or an
+    /// unavailable read (nothing applied) up to `attempts` times. An error is returned only when
+    /// the outcome is unknown or the failure is not retryable.
+    async fn apply_batch(
+        &self,
+        batch: &[RowMutation],
+        attempts: usize,
+    ) -> Result<BatchRun, StoreError> {
+        let mut last = String::new();
+        let mut backoff = Backoff::new(BATCH_BACKOFF.0, BATCH_BACKOFF.1);
+        for attempt in 0..attempts {
+            let mut txn = self.api.begin().await.map_err(store_error)?;
+            match self.stage(&mut txn, batch).await {
+                Ok((outcomes, false)) => {
+                    let _ = txn.rollback().await;
+                    return Ok(BatchRun::Applied(outcomes));
+                }
+                Ok((outcomes, true)) => match txn.commit().await {
+                    Ok(()) => return Ok(BatchRun::Applied(outcomes)),
+                    Err(KvError::Conflict(m)) => last = m,
+                    // The commit may have been applied: the caller must settle it by reading.
+                    Err(KvError::Unavailable(m)) => {
+                        return Err(StoreError::Unavailable(format!(
+                            "tikv commit outcome unknown: {m}"
+                        )));
+                    }
+                    Err(e @ KvError::Other(_)) => return Err(store_error(e)),
+                },
+                // Nothing was committed: safe to re-run.
+                Err(KvError::Conflict(m) | KvError::Unavailable(m)) => {
+                    let _ = txn.rollback().await;
+                    last = m;
+                }
+                Err(e @ KvError::Other(_)) => {
+                    let _ = txn.rollback().await;
+                    return Err(store_error(e));
+                }
+            }
+            tracing::debug!(attempt, reason = %last, "tikv batch re-run");
+            backoff.wait().await;
+        }
+        Ok(BatchRun::Conflicted(last))
+    }
+
+    /// Applies the items of one row (one transaction, [`BATCH_ATTEMPTS`] tries).
+    async fn apply_row_group(
+        &self,
+        items: &[RowMutation],
+        whole: String,
+    ) -> Result<Vec<MutationOutcome>, StoreError> {
+        match self.apply_batch(items, BATCH_ATTEMPTS).await? {
+            BatchRun::Applied(outcomes) => Ok(outcomes),
+            BatchRun::Conflicted(last) => Err(StoreError::Unavailable(format!(
+                "tikv batch not applied after {WHOLE_BATCH_ATTEMPTS} attempts as a whole \
+                 ({whole}) and {BATCH_ATTEMPTS} on row {:?} alone (nothing of that row \
+                 committed; other rows of the batch may have been): {last}",
+                String::from_utf8_lossy(&items[0].row)
+            ))),
+        }
+    }
+
     async fn stage<T: KvTxn>(
         &self,
         txn: &mut T,
@@ -500,42 +569,31 @@ impl<A: KvApi> RowStore for TikvStore<A> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let mut last = String::new();
-        let mut backoff = Backoff::new(BATCH_BACKOFF.0, BATCH_BACKOFF.1);
-        for attempt in 0..BATCH_ATTEMPTS {
-            let mut txn = self.api.begin().await.map_err(store_error)?;
-            match self.stage(&mut txn, &batch).await {
-                Ok((outcomes, false)) => {
-                    let _ = txn.rollback().await;
-                    return Ok(outcomes);
-                }
-                Ok((outcomes, true)) => match txn.commit().await {
-                    Ok(()) => return Ok(outcomes),
-                    Err(KvError::Conflict(m)) => last = m,
-                    // The commit may have been applied: the caller must settle it by reading.
-                    Err(KvError::Unavailable(m)) => {
-                        return Err(StoreError::Unavailable(format!(
-                            "tikv commit outcome unknown: {m}"
-                        )));
-                    }
-                    Err(e @ KvError::Other(_)) => return Err(store_error(e)),
-                },
-                // Nothing was committed: safe to re-run.
-                Err(KvError::Conflict(m) | KvError::Unavailable(m)) => {
-                    let _ = txn.rollback().await;
-                    last = m;
-                }
-                Err(e @ KvError::Other(_)) => {
-                    let _ = txn.rollback().await;
-                    return Err(store_error(e));
-                }
-            }
-            tracing::debug!(attempt, reason = %last, "tikv batch re-run");
-            backoff.wait().await;
+        let whole = match self.apply_batch(&batch, WHOLE_BATCH_ATTEMPTS).await? {
+            BatchRun::Applied(outcomes) => return Ok(outcomes),
+            BatchRun::Conflicted(last) => last,
+        };
+        let groups = row_groups(&batch);
+        if groups.len() == 1 {
+            return self.apply_row_group(&batch, whole).await;
         }
-        Err(StoreError::Unavailable(format!(
-            "tikv batch not applied after {BATCH_ATTEMPTS} attempts (nothing committed): {last}"
-        )))
+        // One hot row kept failing the whole batch: apply each row's items in a transaction of
+        // their own, so that a conflict re-runs only the row it is on. Items on one row stay
+        // together and in order; a batch promises atomicity per row only.
+        tracing::debug!(rows = groups.len(), reason = %whole, "tikv batch split per row");
+        let runs = groups.iter().map(|group| {
+            let items: Vec<RowMutation> = group.iter().map(|&i| batch[i].clone()).collect();
+            let whole = whole.clone();
+            async move { self.apply_row_group(&items, whole).await }
+        });
+        let results = futures::future::join_all(runs).await;
+        let mut outcomes = vec![MutationOutcome::Applied; batch.len()];
+        for (group, result) in groups.iter().zip(results) {
+            for (&i, outcome) in group.iter().zip(result?) {
+                outcomes[i] = outcome;
+            }
+        }
+        Ok(outcomes)
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
@@ -573,6 +631,34 @@ impl<A: KvApi> RowStore for TikvStore<A> {
     async fn collect_garbage(&self, safe_point: u64) -> Result<(), StoreError> {
         self.api.gc(safe_point).await.map_err(store_error)
     }
+}
+
+/// How a run of [`TikvStore::apply_batch`] ended without an error.
+enum BatchRun {
+    /// Applied (or nothing to write); one outcome per item.
+    Applied(Vec<MutationOutcome>),
+    /// Every try met a write conflict or an unavailable read; nothing was applied. The last
+    /// reason.
+    Conflicted(String),
+}
+
+/// The item indexes of `batch` grouped by row (table and row), each group in batch order,
+/// groups in order of first appearance.
+fn row_groups(batch: &[RowMutation]) -> Vec<Vec<usize>> {
+    let mut index: std::collections::HashMap<(&[u8], &[u8]), usize> =
+        std::collections::HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, item) in batch.iter().enumerate() {
+        let next = groups.len();
+        let g = *index
+            .entry((&item.table[..], &item.row[..]))
+            .or_insert(next);
+        if g == next {
+            groups.push(Vec::new());
+        }
+        groups[g].push(i);
+    }
+    groups
 }
 
 #[cfg(test)]
@@ -658,6 +744,63 @@ mod tests {
         );
         assert_eq!(s.read_row(read("t", "r")).await.unwrap()[0].len(), 1);
         assert_eq!(s.tables().await.unwrap(), vec![Bytes::from("t")]);
+    }
+
+    #[tokio::test]
+    async fn a_hot_row_does_not_starve_the_rest_of_its_batch() {
+        let kv = FakeKv::new();
+        let s = store(&kv, b"n");
+        // The whole batch fails its 3 tries, then the hot row alone fails 2 more.
+        kv.inject_conflicts_on(b"hot", WHOLE_BATCH_ATTEMPTS + 2);
+        let batch = vec![put("t", "a", "1"), put("t", "hot", "2"), put("t", "b", "3")];
+        let outcomes = s.mutate_rows(batch).await.unwrap();
+        assert_eq!(outcomes, vec![MutationOutcome::Applied; 3]);
+        for row in ["a", "hot", "b"] {
+            assert_eq!(
+                s.read_row(read("t", row)).await.unwrap()[0].len(),
+                1,
+                "{row}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_split_batch_keeps_one_rows_items_in_order() {
+        let kv = FakeKv::new();
+        let s = store(&kv, b"n");
+        kv.inject_conflicts_on(b"hot", WHOLE_BATCH_ATTEMPTS);
+        // The second item on "a" holds only if the first was applied before it.
+        let mut second = put("t", "a", "second");
+        second.mutations = vec![Mutation::Put {
+            family: Family::Data,
+            column: Bytes::from("d"),
+            ts: 1,
+            value: Bytes::from("after c"),
+        }];
+        second.conditions = vec![Condition::Exists {
+            family: Family::Data,
+            column: Bytes::from("c"),
+            ts: 1,
+        }];
+        let batch = vec![put("t", "a", "first"), put("t", "hot", "x"), second];
+        let outcomes = s.mutate_rows(batch).await.unwrap();
+        assert_eq!(outcomes, vec![MutationOutcome::Applied; 3]);
+        assert_eq!(s.read_row(read("t", "a")).await.unwrap()[0].len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_row_that_never_commits_is_named_and_the_others_apply() {
+        let kv = FakeKv::new();
+        let s = store(&kv, b"n");
+        kv.inject_conflicts_on(b"hot", usize::MAX);
+        let batch = vec![put("t", "a", "1"), put("t", "hot", "2")];
+        let err = s.mutate_rows(batch).await.unwrap_err();
+        let StoreError::Unavailable(message) = &err else {
+            panic!("{err:?}");
+        };
+        assert!(message.contains("\"hot\""), "{message}");
+        assert_eq!(s.read_row(read("t", "a")).await.unwrap()[0].len(), 1);
+        assert!(s.read_row(read("t", "hot")).await.unwrap()[0].is_empty());
     }
 
     #[tokio::test]
