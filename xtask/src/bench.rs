@@ -84,14 +84,25 @@ fn backends(choice: BenchBackend, pd: Option<&str>) -> Vec<&'static str> {
 }
 
 /// One experiment alone.
-#[derive(Copy, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub enum Only {
     /// The freshness experiment.
-    Freshness,
+    Freshness(FreshnessSize),
     /// The paper's Figure 10.
     Figure10,
     /// The scale run, with this many pages (default by `quick`).
     Scale { docs: Option<usize> },
+}
+
+/// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
+#[derive(Clone, PartialEq, Default)]
+pub struct FreshnessSize {
+    /// Repository size.
+    pub docs: Option<usize>,
+    /// Real seconds per simulated hour.
+    pub hour_secs: Option<f64>,
+    /// Crawl rates, percent per simulated hour, comma separated.
+    pub rates: Option<String>,
 }
 
 pub fn bench(
@@ -188,8 +199,12 @@ pub fn bench(
         soak_all(&bin, &systems, quick)?;
     }
     let mut reports = Vec::new();
+    let size = match &only {
+        Some(Only::Freshness(size)) => size.clone(),
+        _ => FreshnessSize::default(),
+    };
     for &backend in &systems {
-        reports.push((backend, freshness(&bin, backend, quick, &remote)?));
+        reports.push((backend, freshness(&bin, backend, quick, &size, &remote)?));
     }
     println!("\n## Freshness: load → clustered latency, incremental vs batch\n");
     println!(
@@ -424,7 +439,13 @@ fn soak_all(bin: &Binaries, systems: &[&str], quick: bool) -> Result<(), String>
     Ok(())
 }
 
-fn freshness(bin: &Binaries, backend: &str, quick: bool, remote: &Remote) -> Result<Value, String> {
+fn freshness(
+    bin: &Binaries,
+    backend: &str,
+    quick: bool,
+    size: &FreshnessSize,
+    remote: &Remote,
+) -> Result<Value, String> {
     let json = PathBuf::from(OUT).join(format!("freshness-{backend}.json"));
     let db = PathBuf::from(OUT).join(format!("freshness-db-{backend}"));
     let _ = std::fs::remove_dir_all(&db);
@@ -440,8 +461,17 @@ fn freshness(bin: &Binaries, backend: &str, quick: bool, remote: &Remote) -> Res
     cmd.args(["webindex", "freshness", "--json"]).arg(&json);
     // On etcd the experiment runs at the quick size (400 documents): at 2 000, a 3-member
     // cluster sharing the machine's two cores needs minutes per crawl rate.
-    if quick || backend == "etcd" {
+    if (quick && size.docs.is_none()) || backend == "etcd" {
         cmd.arg("--quick");
+    }
+    if let Some(docs) = size.docs {
+        cmd.args(["--docs", &docs.to_string()]);
+    }
+    if let Some(hour) = size.hour_secs {
+        cmd.args(["--hour-secs", &hour.to_string()]);
+    }
+    if let Some(rates) = &size.rates {
+        cmd.args(["--rates", rates]);
     }
     println!("== freshness on {backend}");
     let report = run_for_json(cmd, &json, &format!("freshness on {backend}"));

@@ -12,7 +12,7 @@
 //!   check with the declared minimum Rust version (installed with rustup when missing), the
 //!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
-//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness | --figure10 | --scale [--docs N]] [--dev-build]`: the benchmarks;
+//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness [--docs N] [--hour-secs S] [--rates R] | --figure10 | --scale [--docs N]] [--dev-build]`: the benchmarks;
 //!   tables on stdout, JSON and SVG plots under `target/bench/`.
 
 mod bench;
@@ -71,9 +71,16 @@ enum Cmd {
         /// embedded backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
         scale: bool,
-        /// Pages for `--scale` (default 50 000; 1 000 with `--quick`).
-        #[arg(long, requires = "scale")]
+        /// Pages for `--scale` (default 50 000; 1 000 with `--quick`) or repository size for
+        /// `--freshness` (default 2 000).
+        #[arg(long)]
         docs: Option<usize>,
+        /// Real seconds per simulated hour for `--freshness` (default 2).
+        #[arg(long, requires = "freshness")]
+        hour_secs: Option<f64>,
+        /// Crawl rates for `--freshness`, percent per simulated hour, comma separated.
+        #[arg(long, requires = "freshness")]
+        rates: Option<String>,
         /// Build the benchmarks in the dev profile (reuses the test build; a smoke run whose
         /// figures are not comparable — CI uses it).
         #[arg(long)]
@@ -108,12 +115,22 @@ fn main() -> ExitCode {
         figure10,
         scale,
         docs,
+        hour_secs,
+        rates,
         dev_build,
         pd,
     } = cli.command
     {
+        if docs.is_some() && !(scale || freshness) {
+            eprintln!("xtask: --docs needs --scale or --freshness");
+            return ExitCode::FAILURE;
+        }
         let only = if freshness {
-            Some(bench::Only::Freshness)
+            Some(bench::Only::Freshness(bench::FreshnessSize {
+                docs,
+                hour_secs,
+                rates,
+            }))
         } else if figure10 {
             Some(bench::Only::Figure10)
         } else if scale {
