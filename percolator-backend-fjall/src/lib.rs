@@ -35,7 +35,7 @@
 //! Both are rebuilt from the engine on open and hold only what is live: the transactions in
 //! flight and the backlog of notifications. A third structure, the `recent_writes` module,
 //! answers prewrite's write-conflict check (also a range lookup, in the write family) from the
-//! newest write of each recently written column.
+//! newest write of each recently written column, in sharded hash maps.
 //!
 //! ## Atomicity
 //! fjall is single-process. Per-row atomicity comes from **in-process row latches** (4096
