@@ -73,6 +73,15 @@
 //! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` runs
 //! `Db::flush` on tokio's blocking pool). Latches are held only inside synchronous code, never across an `.await`.
 //!
+//! ## Known hang
+//! sled 0.34 can deadlock inside itself under concurrent writes with many deletes
+//! (spacejam/sled#1412, open upstream): a writer waits in `SegmentAccountant::bump_tip`, holding
+//! the segment accountant mutex, for a file truncation queued on sled's I/O pool, whose threads
+//! all wait for that mutex. Every writer then stops; a restart recovers as after a crash (see
+//! Durability).
+//! The repository's `docs/dev/README.md` describes it and a workaround that was tried and
+//! dropped. Long jobs should prefer the fjall backend.
+//!
 //! ## Space
 //! sled frees the space of deleted and overwritten keys only slowly, so after garbage collection
 //! the directory can be many times the live data. [`compact::compact`] (`percolator compact`)
