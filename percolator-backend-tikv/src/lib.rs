@@ -32,11 +32,12 @@
 //! ## Retries and ambiguity
 //! - Region errors, leader changes and stale region caches are retried inside tikv-client.
 //! - A write conflict at commit, or an unavailable read before commit, re-runs the batch (up to
-//!   3 times, with core's [`Backoff`] from 2 ms doubling to 512 ms): nothing was applied.
-//! - A batch that still conflicts is **split per row**: each row's items (in batch order) run
-//!   in a transaction of their own, concurrently, each re-run up to 8 times. A batch is atomic
-//!   per row only, so this keeps its meaning, and one hot row (a writer racing GC's deletes, say)
-//!   no longer starves the other rows of the batch. If a row still fails, the call returns
+//!   8 times for a batch on one row, 3 for one on several, with core's [`Backoff`] from 2 ms
+//!   doubling to 512 ms): nothing was applied.
+//! - A batch on several rows that still conflicts is **split per row**: each row's items (in
+//!   batch order) run in a transaction of their own, concurrently, each re-run up to 8 times.
+//!   A batch is atomic per row only, so this keeps its meaning, and one hot row (a writer racing
+//!   GC's deletes, say) no longer starves the other rows of the batch. If a row still fails, the call returns
 //!   `StoreError::Unavailable`: that row was not applied, other rows may have been.
 //! - An error while committing (timeout, lost answer, `UndeterminedError`) is **ambiguous**: the
 //!   batch may or may not have been applied. It is returned as `StoreError::Unavailable`, which
@@ -333,8 +334,6 @@ impl<A: KvApi> TikvStore<A> {
         })
     }
 
-    /// Evaluates and buffers the whole batch in `txn`. Returns the outcomes and whether anything
-    /// was written.
     /// Runs `batch` as one optimistic transaction, re-running it on a write conflict or an
     /// unavailable read (nothing applied) up to `attempts` times. An error is returned only when
     /// the outcome is unknown or the failure is not retryable.
@@ -379,23 +378,34 @@ impl<A: KvApi> TikvStore<A> {
         Ok(BatchRun::Conflicted(last))
     }
 
-    /// Applies the items of one row (one transaction, [`BATCH_ATTEMPTS`] tries).
+    /// Applies the items of one row (one transaction, [`BATCH_ATTEMPTS`] tries); `whole` is why
+    /// the batch they came from failed as a whole, if they were split from one.
     async fn apply_row_group(
         &self,
         items: &[RowMutation],
-        whole: String,
+        whole: Option<&str>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         match self.apply_batch(items, BATCH_ATTEMPTS).await? {
             BatchRun::Applied(outcomes) => Ok(outcomes),
-            BatchRun::Conflicted(last) => Err(StoreError::Unavailable(format!(
-                "tikv batch not applied after {WHOLE_BATCH_ATTEMPTS} attempts as a whole \
-                 ({whole}) and {BATCH_ATTEMPTS} on row {:?} alone (nothing of that row \
-                 committed; other rows of the batch may have been): {last}",
-                String::from_utf8_lossy(&items[0].row)
-            ))),
+            BatchRun::Conflicted(last) => {
+                let row = String::from_utf8_lossy(&items[0].row);
+                Err(StoreError::Unavailable(match whole {
+                    None => format!(
+                        "tikv batch on row {row:?} not applied after {BATCH_ATTEMPTS} attempts \
+                         (nothing committed): {last}"
+                    ),
+                    Some(whole) => format!(
+                        "tikv batch not applied after {WHOLE_BATCH_ATTEMPTS} attempts as a \
+                         whole ({whole}) and {BATCH_ATTEMPTS} on row {row:?} alone (nothing of \
+                         that row committed; other rows of the batch may have been): {last}"
+                    ),
+                }))
+            }
         }
     }
 
+    /// Evaluates and buffers the whole batch in `txn`. Returns the outcomes and whether anything
+    /// was written.
     async fn stage<T: KvTxn>(
         &self,
         txn: &mut T,
@@ -569,22 +579,27 @@ impl<A: KvApi> RowStore for TikvStore<A> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let first = &batch[0];
+        if batch[1..]
+            .iter()
+            .all(|item| item.table == first.table && item.row == first.row)
+        {
+            // One row: splitting cannot help.
+            return self.apply_row_group(&batch, None).await;
+        }
         let whole = match self.apply_batch(&batch, WHOLE_BATCH_ATTEMPTS).await? {
             BatchRun::Applied(outcomes) => return Ok(outcomes),
             BatchRun::Conflicted(last) => last,
         };
         let groups = row_groups(&batch);
-        if groups.len() == 1 {
-            return self.apply_row_group(&batch, whole).await;
-        }
         // One hot row kept failing the whole batch: apply each row's items in a transaction of
         // their own, so that a conflict re-runs only the row it is on. Items on one row stay
         // together and in order; a batch promises atomicity per row only.
         tracing::debug!(rows = groups.len(), reason = %whole, "tikv batch split per row");
         let runs = groups.iter().map(|group| {
             let items: Vec<RowMutation> = group.iter().map(|&i| batch[i].clone()).collect();
-            let whole = whole.clone();
-            async move { self.apply_row_group(&items, whole).await }
+            let whole = whole.as_str();
+            async move { self.apply_row_group(&items, Some(whole)).await }
         });
         let results = futures::future::join_all(runs).await;
         let mut outcomes = vec![MutationOutcome::Applied; batch.len()];

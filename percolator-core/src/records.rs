@@ -374,28 +374,26 @@ mod tests {
         assert!(lock.expired(1_700_000_003_001));
     }
 
-    #[test]
-    fn lock_with_short_value_round_trip() {
-        for value in [&b""[..], b"v", &[7u8; SHORT_VALUE_MAX]] {
-            let lock = LockRecord {
-                kind: WriteKind::Put,
-                primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
-                owner: 1,
-                oracle_ms: 2,
-                ttl_ms: 3,
-                value: Some(Bytes::copy_from_slice(value)),
-            };
-            assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
-        }
-        // Only a put's short value rides in a lock.
-        let put = LockRecord {
+    /// A put's lock carrying `value`.
+    fn put_lock(value: &[u8]) -> LockRecord {
+        LockRecord {
             kind: WriteKind::Put,
             primary: CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..]),
             owner: 1,
             oracle_ms: 2,
             ttl_ms: 3,
-            value: Some(Bytes::from_static(b"v")),
-        };
+            value: Some(Bytes::copy_from_slice(value)),
+        }
+    }
+
+    #[test]
+    fn lock_with_short_value_round_trip() {
+        for value in [&b""[..], b"v", &[7u8; SHORT_VALUE_MAX]] {
+            let lock = put_lock(value);
+            assert_eq!(LockRecord::decode(&lock.encode()).unwrap(), lock);
+        }
+        // Only a put's short value rides in a lock.
+        let put = put_lock(b"v");
         let mut delete = put.encode().to_vec();
         delete[1] = WriteKind::Delete.to_byte();
         let long = LockRecord {

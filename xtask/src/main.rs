@@ -25,7 +25,7 @@ mod runner;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(about = "percolator-rs project automation")]
@@ -54,6 +54,7 @@ enum Cmd {
         command: cluster::ClusterCmd,
     },
     /// Benchmarks: results as markdown tables, JSON and SVG plots under `target/bench/`.
+    #[command(group(ArgGroup::new("sized").args(["scale", "freshness"]).multiple(true)))]
     Bench {
         /// Which backend(s).
         #[arg(long, value_enum, default_value_t = bench::BenchBackend::All)]
@@ -73,7 +74,7 @@ enum Cmd {
         scale: bool,
         /// Pages for `--scale` (default 50 000; 1 000 with `--quick`) or repository size for
         /// `--freshness` (default 2 000).
-        #[arg(long)]
+        #[arg(long, requires = "sized")]
         docs: Option<usize>,
         /// Real seconds per simulated hour for `--freshness` (default 2).
         #[arg(long, requires = "freshness")]
@@ -121,10 +122,6 @@ fn main() -> ExitCode {
         pd,
     } = cli.command
     {
-        if docs.is_some() && !(scale || freshness) {
-            eprintln!("xtask: --docs needs --scale or --freshness");
-            return ExitCode::FAILURE;
-        }
         let only = if freshness {
             Some(bench::Only::Freshness(bench::FreshnessSize {
                 docs,

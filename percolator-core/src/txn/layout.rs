@@ -115,12 +115,12 @@ pub(crate) fn one_phase(
     let mut conditions = Vec::with_capacity(columns.len() * 2 + 1);
     let mut mutations = Vec::with_capacity(columns.len() * 2 + notify.len());
     for (column, value) in columns {
-        let record = match value {
-            Some(short) if short.len() <= SHORT_VALUE_MAX => {
+        let record = match short_value(value) {
+            Some(short) => {
                 checks(column, start_ts, &mut conditions);
                 WriteRecord::encode_inline(start_ts, short)
             }
-            _ => {
+            None => {
                 let kind =
                     checks_and_data(column, value, start_ts, &mut conditions, &mut mutations);
                 WriteRecord { kind, start_ts }.encode()
