@@ -238,7 +238,7 @@ pub async fn status<S: RowStore>(
                 format!(
                     "{live} / {dead}{}",
                     if dead > 0 {
-                        " (`percolator gc` removes them)"
+                        " (a running worker or `percolator gc` removes them)"
                     } else {
                         ""
                     }

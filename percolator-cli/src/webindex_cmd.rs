@@ -830,6 +830,10 @@ fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
             ("conflicts (re-run)", s.conflicts.to_string()),
             ("failed runs", s.failures.to_string()),
             ("lock resolutions", s.lock_resolutions.to_string()),
+            (
+                "dead workers swept (their locks resolved)",
+                format!("{} ({})", s.dead_leases_ended, s.abandoned_locks_resolved),
+            ),
             ("scanner teleports", s.teleports.to_string()),
             (
                 "background GC runs (cells deleted)",

@@ -7,8 +7,15 @@
 //! for the lock's own TTL. A crashed process simply stops refreshing, so its lease expires.
 //! Deadline and check are both oracle time, so machines whose wall clocks disagree agree on
 //! when a lease ran out.
+//!
+//! A store that one process owns (not [`crate::StoreLimits::distributed`]: mem, sled, fjall,
+//! whose files are locked to their process) can say more: every registered worker that is not
+//! a client of this process was left by an earlier process, so it is dead whatever its lease
+//! says. [`is_worker_of_this_process`] tells them apart, and the dead-worker sweep
+//! ([`crate::gc::dead_workers`]) ends such leases at once instead of waiting them out.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,6 +29,25 @@ use crate::tables::WORKERS_TABLE;
 const LEASE_COLUMN: &[u8] = b"lease_until_ms";
 /// The oldest start timestamp the worker still has in use (see [`crate::gc`]).
 const OLDEST_COLUMN: &[u8] = b"oldest_start_ts";
+
+/// Worker ids of the clients built in this process that are not yet dropped or shut down.
+static PROCESS_WORKERS: LazyLock<parking_lot::Mutex<HashSet<u64>>> =
+    LazyLock::new(|| parking_lot::Mutex::new(HashSet::new()));
+
+/// Records that `worker` is a client of this process (at build).
+pub(crate) fn note_process_worker(worker: u64) {
+    PROCESS_WORKERS.lock().insert(worker);
+}
+
+/// Records that `worker`'s client is gone (shut down, or dropped like a dead process).
+pub(crate) fn forget_process_worker(worker: u64) {
+    PROCESS_WORKERS.lock().remove(&worker);
+}
+
+/// Whether `worker` is a client of this process that is still running.
+pub fn is_worker_of_this_process(worker: u64) -> bool {
+    PROCESS_WORKERS.lock().contains(&worker)
+}
 
 /// One worker's lease as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,6 +26,8 @@ pub struct ObserverMetrics {
     pub(crate) in_flight: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_cells_deleted: AtomicU64,
+    pub(crate) dead_leases_ended: AtomicU64,
+    pub(crate) abandoned_locks_resolved: AtomicU64,
     pub(crate) panics: AtomicU64,
     pub(crate) parked: AtomicU64,
     pub(crate) backed_off: AtomicU64,
@@ -146,6 +148,10 @@ pub struct RuntimeStats {
     pub deferred: u64,
     /// Runs failed because their observer kept writing the column it observes.
     pub self_trigger_stops: u64,
+    /// Leases of dead workers this worker's sweep ended.
+    pub dead_leases_ended: u64,
+    /// Locks of dead workers (or past their TTL) this worker's sweep resolved.
+    pub abandoned_locks_resolved: u64,
 }
 
 impl RuntimeStats {
@@ -187,6 +193,8 @@ impl ObserverMetrics {
             backed_off: load(&self.backed_off),
             deferred: load(&self.deferred),
             self_trigger_stops: load(&self.self_trigger_stops),
+            dead_leases_ended: load(&self.dead_leases_ended),
+            abandoned_locks_resolved: load(&self.abandoned_locks_resolved),
         }
     }
 }

@@ -11,7 +11,7 @@
 //!   (so no lock of this worker is left behind) and deregisters the worker.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -56,6 +56,11 @@ pub struct RuntimeConfig {
     /// Committed runs in a row of a strong observer that wrote the cell it observes (and so
     /// notified itself again) after which its next such run fails instead of committing.
     pub max_self_triggers: u32,
+    /// How often the worker looks for dead workers, ends their leases and resolves the locks
+    /// they left in every table ([`Client::sweep_dead_workers`]); it also resolves abandoned
+    /// locks once at start. Without it, a crashed worker's locks on cells nobody reads again
+    /// stay until a full garbage collection. `None`: never.
+    pub dead_worker_sweep: Option<Duration>,
 }
 
 /// When and how a runtime collects garbage in the background.
@@ -87,6 +92,7 @@ impl Default for RuntimeConfig {
             failure_backoff_max: Duration::from_secs(30),
             park_after_failures: 10,
             max_self_triggers: 16,
+            dead_worker_sweep: Some(Duration::from_secs(2)),
         }
     }
 }
@@ -96,6 +102,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn with_gc(mut self, gc: Option<GcSchedule>) -> Self {
         self.gc = gc;
+        self
+    }
+
+    /// Sets [`Self::dead_worker_sweep`].
+    #[must_use]
+    pub fn with_dead_worker_sweep(mut self, interval: Option<Duration>) -> Self {
+        self.dead_worker_sweep = interval;
         self
     }
 
@@ -159,13 +172,17 @@ pub enum RuntimeError {
     Txn(#[from] percolator_core::Error),
     /// [`Runtime::wait_idle`] gave up.
     #[error(
-        "still {pending} notification(s) pending and {in_flight} run(s) in flight after {waited:?}"
+        "still {pending} notification(s) pending and {in_flight} run(s) in flight{} after {waited:?}",
+        if *lock_sweep_owed { ", and the dead-worker sweep not done" } else { "" }
     )]
     NotIdle {
         /// Pending notify versions at the last look.
         pending: u64,
         /// Runs in flight at the last look.
         in_flight: u64,
+        /// The dead-worker sweep still owed a pass over the locks (it failed, or has not yet
+        /// run since the start).
+        lock_sweep_owed: bool,
         /// How long it waited.
         waited: Duration,
     },
@@ -186,6 +203,8 @@ pub(crate) struct Shared<S: RowStore> {
     pub(crate) stop: CancellationToken,
     /// Where each scanner is: `(table index, last row scanned)`.
     pub(crate) positions: Vec<Mutex<Option<(usize, Bytes)>>>,
+    /// The dead-worker sweep owes a pass over every table's locks (see `dead_worker_loop`).
+    pub(crate) lock_sweep_owed: AtomicBool,
 }
 
 /// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
@@ -219,6 +238,7 @@ impl<S: RowStore> Runtime<S> {
         let scanners = config.scanners.max(1);
         let failures = RowFailures::new(config.failure_backoff, config.failure_backoff_max);
         let names = observers.names();
+        let sweeps = config.dead_worker_sweep.is_some();
         let shared = Arc::new(Shared {
             client,
             tables: observers.tables(),
@@ -232,6 +252,7 @@ impl<S: RowStore> Runtime<S> {
             tracker: TaskTracker::new(),
             stop: CancellationToken::new(),
             positions: (0..scanners).map(|_| Mutex::new(None)).collect(),
+            lock_sweep_owed: AtomicBool::new(sweeps),
         });
         let mut handles: Vec<JoinHandle<()>> = if shared.tables.is_empty() {
             Vec::new()
@@ -242,6 +263,12 @@ impl<S: RowStore> Runtime<S> {
         };
         if let Some(schedule) = shared.config.gc.clone() {
             handles.push(tokio::spawn(gc_loop(Arc::clone(&shared), schedule)));
+        }
+        if let Some(interval) = shared.config.dead_worker_sweep {
+            handles.push(tokio::spawn(dead_worker_loop(
+                Arc::clone(&shared),
+                interval,
+            )));
         }
         Ok(Self {
             shared,
@@ -287,8 +314,8 @@ impl<S: RowStore> Runtime<S> {
         self.shared.metrics.in_flight.load(Ordering::SeqCst)
     }
 
-    /// Waits until no notification on an observed column is pending and no run is in flight,
-    /// checking every few milliseconds. Writers should have stopped (or this may never return).
+    /// Waits until no notification on an observed column is pending, no run is in flight and
+    /// the dead-worker sweep owes no pass over the locks, checking every few milliseconds. Writers should have stopped (or this may never return).
     ///
     /// The check costs nothing while runs are in flight (the worker is busy by definition) and
     /// otherwise reads the notify family only up to the first pending notification
@@ -301,7 +328,8 @@ impl<S: RowStore> Runtime<S> {
             // started between them; a quiet pair of looks around an empty scan means idle.
             let started = metrics.started.load(Ordering::SeqCst);
             let in_flight_before = metrics.in_flight.load(Ordering::SeqCst);
-            if in_flight_before == 0 {
+            let sweep_owed = self.shared.lock_sweep_owed.load(Ordering::SeqCst);
+            if in_flight_before == 0 && !sweep_owed {
                 let pending = any_pending_on(&self.shared.client, &self.shared.observers).await?;
                 let in_flight = metrics.in_flight.load(Ordering::SeqCst);
                 if !pending && in_flight == 0 && started == metrics.started.load(Ordering::SeqCst) {
@@ -312,6 +340,7 @@ impl<S: RowStore> Runtime<S> {
                 return Err(RuntimeError::NotIdle {
                     pending: self.pending().await?,
                     in_flight: metrics.in_flight.load(Ordering::SeqCst),
+                    lock_sweep_owed: self.shared.lock_sweep_owed.load(Ordering::SeqCst),
                     waited: began.elapsed(),
                 });
             }
@@ -362,6 +391,48 @@ async fn gc_loop<S: RowStore>(shared: Arc<Shared<S>>, schedule: GcSchedule) {
                 tracing::debug!(safe_point = report.safe_point, "background GC run done");
             }
             Err(e) => tracing::warn!(error = %e, "background GC run failed; retrying later"),
+        }
+    }
+}
+
+/// The dead-worker sweep (see [`RuntimeConfig::dead_worker_sweep`]): a pass over every table's
+/// locks at start (workers that died before this one started may have no lease left to end),
+/// then every `interval` a look at the leases, with another pass over the locks whenever it
+/// ended one. A failed pass is logged and repeated at the next tick until it succeeds.
+async fn dead_worker_loop<S: RowStore>(shared: Arc<Shared<S>>, interval: Duration) {
+    let client = &shared.client;
+    let metrics = &shared.metrics;
+    loop {
+        let tick = async {
+            let ended = client.end_dead_leases().await?;
+            crate::metrics::bump(&metrics.dead_leases_ended, ended as u64);
+            if ended > 0 || shared.lock_sweep_owed.load(Ordering::SeqCst) {
+                let sweep = client.resolve_abandoned_locks().await?;
+                crate::metrics::bump(&metrics.abandoned_locks_resolved, sweep.resolved as u64);
+                if sweep.resolved > 0 || ended > 0 {
+                    tracing::info!(
+                        leases_ended = ended,
+                        locks_resolved = sweep.resolved,
+                        "resolved the locks of dead workers"
+                    );
+                }
+            }
+            Ok::<_, percolator_core::Error>(())
+        };
+        let outcome = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            outcome = tick => outcome,
+        };
+        match outcome {
+            Ok(()) => shared.lock_sweep_owed.store(false, Ordering::SeqCst),
+            Err(e) => {
+                shared.lock_sweep_owed.store(true, Ordering::SeqCst);
+                tracing::warn!(error = %e, "dead-worker sweep failed; retrying later");
+            }
+        }
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
         }
     }
 }

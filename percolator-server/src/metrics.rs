@@ -68,6 +68,13 @@ pub(crate) fn render<S: RowStore>(
     );
     metric(
         &mut out,
+        "percolator_dead_worker_locks_resolved_total",
+        "counter",
+        "Locks of dead workers resolved by the dead-worker sweep.",
+        &[("", stats.abandoned_locks_resolved as f64)],
+    );
+    metric(
+        &mut out,
         "percolator_observer_transactions_per_second",
         "gauge",
         "Observer transactions per second, last 10 s.",

@@ -69,6 +69,19 @@ async fn put<S: RowStore>(c: &Client<S>, row: &str, value: Option<&str>) {
     t.commit().await.unwrap();
 }
 
+/// The lease of worker `dead` is gone from `store` and that of `live` is still there.
+async fn assert_dead_lease_gone<S: RowStore>(store: &Arc<S>, dead: u64, live: u64) {
+    let leases = StoreLiveness::new(Arc::clone(store))
+        .leases()
+        .await
+        .unwrap();
+    assert!(leases.iter().all(|l| l.worker != dead), "dead lease kept");
+    assert!(
+        leases.iter().any(|l| l.worker == live),
+        "live lease removed"
+    );
+}
+
 async fn value<S: RowStore>(c: &Client<S>, row: &str) -> Option<Bytes> {
     c.begin().await.unwrap().get(TABLE, row, "v").await.unwrap()
 }
@@ -355,19 +368,57 @@ pub async fn resolves_old_locks_and_dead_leases<F: StoreFactory>(factory: &F) {
     assert_eq!(report.total().locks_resolved, 2, "{}", report.table());
     assert!(live.locks(TABLE).await.unwrap().is_empty());
     assert!(report.leases_deleted >= 1);
-    let leases = StoreLiveness::new(Arc::clone(&store))
-        .leases()
-        .await
-        .unwrap();
-    assert!(
-        leases.iter().all(|l| l.worker != dead_id),
-        "dead lease kept"
-    );
-    assert!(
-        leases.iter().any(|l| l.worker == live.worker_id()),
-        "live lease deleted"
-    );
+    assert_dead_lease_gone(&store, dead_id, live.worker_id()).await;
     assert_eq!(value(&live, "a").await, None);
+}
+
+/// The dead-worker sweep ends a dead worker's lease and resolves the locks it left in every
+/// table, and leaves a live worker's lease and locks alone. On a store one process owns, a
+/// client that is gone is dead at once; elsewhere its lease must lapse first.
+pub async fn sweeps_dead_workers<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let long_locks = Duration::from_secs(600);
+    let live = client_with(&store, fast_config().with_lock_ttl(long_locks)).await;
+    let mut t = live.begin().await.unwrap();
+    t.set(TABLE, "kept", "v", "x").unwrap();
+    t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(t.commit().await.is_err());
+    let dead = client_with(
+        &store,
+        fast_config()
+            .with_worker_lease(Duration::from_millis(300))
+            .with_lock_ttl(long_locks),
+    )
+    .await;
+    let mut t = dead.begin().await.unwrap();
+    t.set(TABLE, "a", "v", "x").unwrap();
+    t.set("g-other", "b", "v", "x").unwrap();
+    t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(t.commit().await.is_err());
+    let dead_id = dead.worker_id();
+    let nothing = live.sweep_dead_workers().await.unwrap();
+    assert_eq!(
+        nothing,
+        crate::gc::DeadWorkerSweep::default(),
+        "both workers live"
+    );
+    assert_eq!(live.locks(TABLE).await.unwrap().len(), 2);
+    drop(dead); // the process dies
+    if store.limits().distributed {
+        tokio::time::sleep(Duration::from_millis(700)).await; // its lease lapses
+    }
+    let sweep = live.sweep_dead_workers().await.unwrap();
+    assert_eq!(sweep.leases_ended, 1, "{sweep:?}");
+    assert_eq!(sweep.locks_resolved, 2, "{sweep:?}");
+    assert_eq!(sweep.locks_left, 1, "the live worker's lock: {sweep:?}");
+    let locks = live.locks(TABLE).await.unwrap();
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].2.owner, live.worker_id());
+    assert!(live.locks("g-other").await.unwrap().is_empty());
+    assert_dead_lease_gone(&store, dead_id, live.worker_id()).await;
+    assert_eq!(value(&live, "a").await, None);
+    let again = live.sweep_dead_workers().await.unwrap();
+    assert_eq!(again, crate::gc::DeadWorkerSweep::default());
 }
 
 /// Notify versions below the safe point of columns nobody registered are deleted; those of

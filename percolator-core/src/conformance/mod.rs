@@ -217,6 +217,7 @@ macro_rules! conformance_tests {
             gc_lapsed_client_gets_snapshot_too_old => gc_cases::lapsed_client_gets_snapshot_too_old,
             gc_late_prewrites_after_gc_still_fail => gc_cases::late_prewrites_after_gc_still_fail,
             gc_resolves_old_locks_and_dead_leases => gc_cases::resolves_old_locks_and_dead_leases,
+            gc_sweeps_dead_workers => gc_cases::sweeps_dead_workers,
             gc_collects_notifications_nobody_observes => gc_cases::collects_notifications_nobody_observes,
             gc_collects_orphaned_acks => gc_cases::collects_orphaned_acks,
         );

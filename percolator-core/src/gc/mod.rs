@@ -32,11 +32,16 @@
 //!   are deleted (a writer that declares its observed columns registers them, so its
 //!   notifications survive until the workers start).
 //!
+//! Apart from collection, [`dead_workers`] ends the leases of workers that are gone and
+//! resolves the locks they left, without waiting for a reader or a collection.
+//!
 //! As with lock TTLs and worker leases, this assumes a request sent while a lease held is
 //! served before a margin of a quarter lease has passed.
 
 pub mod collect;
+pub mod dead_workers;
 pub mod safe_point;
 pub(crate) mod snapshots;
 
 pub use collect::{GcConfig, GcProgress, GcReport, TableGc};
+pub use dead_workers::{DeadWorkerSweep, LockSweep};

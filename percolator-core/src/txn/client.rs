@@ -56,6 +56,7 @@ impl<S: RowStore> Drop for ClientInner<S> {
         if let Some(task) = self.lease_refresher.get_mut().take() {
             task.abort();
         }
+        crate::liveness::forget_process_worker(self.worker_id);
     }
 }
 
@@ -162,7 +163,11 @@ impl<S: RowStore> ClientBuilder<S> {
             worker_id,
             lease: self.config.worker_lease,
         };
-        renewal.renew().await?;
+        crate::liveness::note_process_worker(worker_id);
+        if let Err(e) = renewal.renew().await {
+            crate::liveness::forget_process_worker(worker_id);
+            return Err(e);
+        }
         let renewal = Arc::new(renewal);
         let refreshing = Arc::clone(&renewal);
         let refresher = tokio::spawn(async move {
@@ -349,6 +354,7 @@ impl<S: RowStore> Client<S> {
             task.abort();
         }
         self.inner.safety.released();
+        crate::liveness::forget_process_worker(self.inner.worker_id);
         StoreLiveness::new(Arc::clone(&self.inner.store))
             .deregister(self.inner.worker_id)
             .await?;

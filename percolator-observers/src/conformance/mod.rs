@@ -85,6 +85,7 @@ macro_rules! observer_conformance_tests {
             observer_rolled_back_writer_runs_nothing => notify_cases::rolled_back_writer_runs_nothing,
             observer_late_writer_not_swallowed => notify_cases::late_writer_not_swallowed,
             observer_graceful_shutdown_leaves_no_locks => notify_cases::graceful_shutdown_leaves_no_locks,
+            observer_dead_workers_locks_are_swept => notify_cases::dead_workers_locks_are_swept,
             observer_counting_tree => tree_cases::counting_tree,
             observer_background_gc_keeps_observers_correct => notify_cases::background_gc_keeps_observers_correct,
             observer_panicking_observer_is_parked_and_retried => isolation_cases::panicking_observer_is_parked_and_retried,

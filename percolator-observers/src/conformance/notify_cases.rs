@@ -471,6 +471,55 @@ pub async fn weak_notify_on_written_column<F: StoreFactory>(factory: &F) {
     assert_eq!(counter(&reader, "storm_log", b"hot", "runs").await, 1);
 }
 
+/// A writer that dies mid-commit leaves locks on a table no observer reads. A running worker's
+/// dead-worker sweep resolves them (once the writer's lease lapses, or at once on a store one
+/// process owns) without a reader or a garbage collection, and ends the writer's lease.
+pub async fn dead_workers_locks_are_swept<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let runtime = Runtime::start(
+        test_client(&store),
+        counting(),
+        test_runtime_config().with_dead_worker_sweep(Some(Duration::from_millis(100))),
+    )
+    .await
+    .unwrap();
+    let dead = client_with(
+        &store,
+        fast_config()
+            .with_worker_lease(Duration::from_millis(300))
+            .with_lock_ttl(Duration::from_secs(600)),
+    )
+    .await;
+    let mut txn = dead.begin().await.unwrap();
+    for row in ["a", "b", "c"] {
+        txn.set("swept", row, "v", "x").unwrap();
+    }
+    txn.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(txn.commit().await.is_err());
+    let checker = runtime.client().clone();
+    assert_eq!(checker.locks("swept").await.unwrap().len(), 3);
+    drop(dead); // the process dies
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !checker.locks("swept").await.unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the dead writer's locks were never swept: {:?}",
+            runtime.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!(stats.abandoned_locks_resolved, 3, "{stats:?}");
+    assert_eq!(stats.dead_leases_ended, 1, "{stats:?}");
+    let reader = client_with(&store, fast_config()).await;
+    let txn = reader.begin().await.unwrap();
+    assert_eq!(
+        txn.get("swept", "a", "v").await.unwrap(),
+        None,
+        "rolled back"
+    );
+}
+
 /// A worker collecting garbage in the background (every 30 ms, no grace) while a writer keeps
 /// changing one row and the observer keeps up: the observer still sees the latest change once,
 /// and the row's history stays short.
