@@ -315,7 +315,8 @@ impl<S: RowStore> Runtime<S> {
     }
 
     /// Waits until no notification on an observed column is pending, no run is in flight and
-    /// the dead-worker sweep owes no pass over the locks, checking every few milliseconds. Writers should have stopped (or this may never return).
+    /// the dead-worker sweep owes no pass over the locks, checking every few milliseconds.
+    /// Writers should have stopped (or this may never return).
     ///
     /// The check costs nothing while runs are in flight (the worker is busy by definition) and
     /// otherwise reads the notify family only up to the first pending notification
