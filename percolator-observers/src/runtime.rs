@@ -408,12 +408,12 @@ async fn dead_worker_loop<S: RowStore>(shared: Arc<Shared<S>>, interval: Duratio
             let ended = client.end_dead_leases().await?;
             crate::metrics::bump(&metrics.dead_leases_ended, ended as u64);
             if ended > 0 || shared.lock_sweep_owed.load(Ordering::SeqCst) {
-                let sweep = client.resolve_abandoned_locks().await?;
-                crate::metrics::bump(&metrics.abandoned_locks_resolved, sweep.resolved as u64);
-                if sweep.resolved > 0 || ended > 0 {
+                let (resolved, _) = client.resolve_abandoned_locks().await?;
+                crate::metrics::bump(&metrics.abandoned_locks_resolved, resolved as u64);
+                if resolved > 0 || ended > 0 {
                     tracing::info!(
                         leases_ended = ended,
-                        locks_resolved = sweep.resolved,
+                        locks_resolved = resolved,
                         "resolved the locks of dead workers"
                     );
                 }

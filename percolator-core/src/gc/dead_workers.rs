@@ -36,16 +36,6 @@ pub struct DeadWorkerSweep {
     pub locks_left: usize,
 }
 
-/// What one [`Client::resolve_abandoned_locks`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockSweep {
-    /// Locks resolved (rolled forward or back through their primary).
-    pub resolved: usize,
-    /// Locks left because their owner is alive and within its TTL.
-    pub left: usize,
-}
-
 impl<S: RowStore> Client<S> {
     /// Whether the worker holding `lease` is dead as of oracle time `now_ms` (see the module
     /// docs): its lease lapsed, or the store is one process's and the worker is not of this
@@ -72,17 +62,17 @@ impl<S: RowStore> Client<S> {
         Ok(ended)
     }
 
-    /// Resolves every lock in every user table whose owner is dead or whose TTL ran out (the
-    /// same decision a reader makes; live owners' locks are left).
-    pub async fn resolve_abandoned_locks(&self) -> Result<LockSweep> {
-        let mut sweep = LockSweep::default();
+    /// [`Self::resolve_locks`] in every user table: resolves every lock whose owner is dead or
+    /// whose TTL ran out (the same decision a reader makes). Returns `(resolved, still_locked)`.
+    pub async fn resolve_abandoned_locks(&self) -> Result<(usize, usize)> {
+        let (mut resolved, mut left) = (0, 0);
         let tables: Vec<Bytes> = self.inner.store.tables().await?;
         for table in tables.iter().filter(|t| !t.starts_with(RESERVED_PREFIX)) {
-            let (resolved, left) = self.resolve_locks(table).await?;
-            sweep.resolved += resolved;
-            sweep.left += left;
+            let (r, l) = self.resolve_locks(table).await?;
+            resolved += r;
+            left += l;
         }
-        Ok(sweep)
+        Ok((resolved, left))
     }
 
     /// Ends the leases of dead workers; if it ended any, resolves the locks they left in every
@@ -94,11 +84,11 @@ impl<S: RowStore> Client<S> {
         if leases_ended == 0 {
             return Ok(DeadWorkerSweep::default());
         }
-        let locks = self.resolve_abandoned_locks().await?;
+        let (locks_resolved, locks_left) = self.resolve_abandoned_locks().await?;
         Ok(DeadWorkerSweep {
             leases_ended,
-            locks_resolved: locks.resolved,
-            locks_left: locks.left,
+            locks_resolved,
+            locks_left,
         })
     }
 }

@@ -44,4 +44,4 @@ pub mod safe_point;
 pub(crate) mod snapshots;
 
 pub use collect::{GcConfig, GcProgress, GcReport, TableGc};
-pub use dead_workers::{DeadWorkerSweep, LockSweep};
+pub use dead_workers::DeadWorkerSweep;
