@@ -196,11 +196,16 @@ pub struct FjallConfig {
     /// deleted once, and a small memtable keeps that skip list shallow (1 MiB against fjall's
     /// default 64 MiB: a 3 000-page index run 18-25% faster, its peak RSS a third lower).
     pub lock_memtable_size: u64,
+    /// The most bytes fjall's journals may hold before it flushes the oldest memtables (at least
+    /// 64 MiB is used). Everything journaled and not yet flushed is also in a memtable, so this
+    /// bounds the memtables' memory too: fjall's default of 512 MiB let a 50 000-page index run
+    /// keep most of that resident.
+    pub max_journal_size: u64,
 }
 
 impl FjallConfig {
     /// Defaults for `path`: 256 MiB cache, lz4 compression, blob files for data values of
-    /// 4 KiB and more, fjall's default worker threads.
+    /// 4 KiB and more, fjall's default worker threads, journals of at most 128 MiB.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
@@ -209,6 +214,7 @@ impl FjallConfig {
             blob_threshold: Some(4 * 1024),
             worker_threads: None,
             lock_memtable_size: 1024 * 1024,
+            max_journal_size: 128 * 1024 * 1024,
         }
     }
 
@@ -244,6 +250,13 @@ impl FjallConfig {
     #[must_use]
     pub fn with_lock_memtable_size(mut self, bytes: u64) -> Self {
         self.lock_memtable_size = bytes;
+        self
+    }
+
+    /// Sets [`Self::max_journal_size`].
+    #[must_use]
+    pub fn with_max_journal_size(mut self, bytes: u64) -> Self {
+        self.max_journal_size = bytes;
         self
     }
 
@@ -366,6 +379,7 @@ impl FjallStore {
         };
         let mut builder = Database::builder(&config.path)
             .cache_size(config.cache_capacity)
+            .max_journaling_size(config.max_journal_size.max(64 * 1024 * 1024))
             .journal_compression(compression);
         if let Some(threads) = config.worker_threads {
             builder = builder.worker_threads(threads.max(1));

@@ -38,14 +38,16 @@ fn run_forever(db: &Path, output: fn() -> std::process::Stdio) -> std::process::
 }
 
 /// The web index's tables, as `status` lists them.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 10] = [
     "documents",
     "links",
     "clusters",
     "members",
     "inlinks",
     "anchor_terms",
+    "index_queue",
     "index",
+    "index_docs",
     "corpus",
 ];
 

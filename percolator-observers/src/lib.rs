@@ -4,8 +4,10 @@
 //! how Percolator turns a batch pipeline into an incremental one. This crate has:
 //! - [`Observer`] and the [`Observers`] registry a binary fills in `main`;
 //! - the worker [`Runtime`]: scanners over the notify family with random starts and teleporting,
-//!   an advisory row lock service, bounded observer concurrency, worker liveness, graceful
-//!   shutdown, [`Runtime::wait_idle`], and [`RuntimeStats`];
+//!   an advisory row lock service, bounded observer concurrency, batching for observers that
+//!   ask for it ([`Observer::batch_delay`]: a timer starts the run, and a small scanner of their
+//!   table arms it), worker liveness, graceful shutdown, [`Runtime::wait_idle`], and
+//!   [`RuntimeStats`];
 //! - `conformance` (feature `conformance`): the observer layer of the conformance suite.
 //!
 //! It is a framework only: no backend, no CLI and no application. The paper's web-indexing

@@ -31,6 +31,7 @@ pub struct ObserverMetrics {
     pub(crate) panics: AtomicU64,
     pub(crate) parked: AtomicU64,
     pub(crate) backed_off: AtomicU64,
+    pub(crate) lingered: AtomicU64,
     pub(crate) deferred: AtomicU64,
     pub(crate) self_trigger_stops: AtomicU64,
     pub(crate) latency: Histogram,
@@ -144,6 +145,9 @@ pub struct RuntimeStats {
     /// Dirty rows skipped because they were pausing after failures (or waiting for another
     /// worker's observer).
     pub backed_off: u64,
+    /// Dirty rows a scanner left to a batch timer instead of starting a run
+    /// ([`crate::Observer::batch_delay`]).
+    pub lingered: u64,
     /// Clearings held back because an observer of another worker had not covered the change.
     pub deferred: u64,
     /// Runs failed because their observer kept writing the column it observes.
@@ -191,6 +195,7 @@ impl ObserverMetrics {
             panics: load(&self.panics),
             parked: load(&self.parked),
             backed_off: load(&self.backed_off),
+            lingered: load(&self.lingered),
             deferred: load(&self.deferred),
             self_trigger_stops: load(&self.self_trigger_stops),
             dead_leases_ended: load(&self.dead_leases_ended),

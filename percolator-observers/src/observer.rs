@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -52,6 +53,14 @@ pub trait Observer<S: RowStore>: Send + Sync + 'static {
     /// Called after a run of this observer committed (instrumentation: freshness probes,
     /// progress). Not called for runs that found the change already acknowledged.
     fn committed(&self, _change: &Change) {}
+
+    /// How long a scanner lets a notification of this observer wait, from when it first sees
+    /// it, before starting a run: changes arriving meanwhile collapse into that one run. An
+    /// observer whose work per run is mostly fixed (one that applies a whole queue at once)
+    /// trades this much latency for larger batches. Zero (the default): run at once.
+    fn batch_delay(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// A shared observer.
@@ -133,11 +142,35 @@ impl<S: RowStore> Observers<S> {
         tables
     }
 
+    /// The tables with an observer that batches ([`Observer::batch_delay`]), each with the
+    /// shortest such delay.
+    pub fn batching_tables(&self) -> Vec<(Bytes, Duration)> {
+        let mut tables: std::collections::BTreeMap<Bytes, Duration> = Default::default();
+        for ((table, _), observers) in &self.by_column {
+            for delay in observers.iter().map(|o| o.batch_delay()) {
+                if !delay.is_zero() {
+                    let entry = tables.entry(table.clone()).or_insert(delay);
+                    *entry = (*entry).min(delay);
+                }
+            }
+        }
+        tables.into_iter().collect()
+    }
+
     /// The observers of `table`/`column`.
     pub fn of(&self, table: &Bytes, column: &Bytes) -> &[Arc<dyn Observer<S>>] {
         self.by_column
             .get(&(table.clone(), column.clone()))
             .map_or(&[], Vec::as_slice)
+    }
+
+    /// The longest [`Observer::batch_delay`] of the observers of `table`/`column`.
+    pub fn batch_delay(&self, table: &Bytes, column: &Bytes) -> Duration {
+        self.of(table, column)
+            .iter()
+            .map(|o| o.batch_delay())
+            .max()
+            .unwrap_or_default()
     }
 
     /// Whether `table`/`column` has an observer.

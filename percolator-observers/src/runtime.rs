@@ -10,6 +10,7 @@
 //!   no run is in flight; [`Runtime::shutdown`] stops the scanners, lets in-flight runs finish
 //!   (so no lock of this worker is left behind) and deregisters the worker.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -205,6 +206,9 @@ pub(crate) struct Shared<S: RowStore> {
     pub(crate) positions: Vec<Mutex<Option<(usize, Bytes)>>>,
     /// The dead-worker sweep owes a pass over every table's locks (see `dead_worker_loop`).
     pub(crate) lock_sweep_owed: AtomicBool,
+    /// Rows whose observers have a batch delay and whose run a timer is waiting to start
+    /// (`scanner::arm_batch_timer`).
+    pub(crate) lingering: Mutex<HashSet<(Bytes, Bytes)>>,
 }
 
 /// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
@@ -253,6 +257,7 @@ impl<S: RowStore> Runtime<S> {
             stop: CancellationToken::new(),
             positions: (0..scanners).map(|_| Mutex::new(None)).collect(),
             lock_sweep_owed: AtomicBool::new(sweeps),
+            lingering: Mutex::new(HashSet::new()),
         });
         let mut handles: Vec<JoinHandle<()>> = if shared.tables.is_empty() {
             Vec::new()
@@ -261,6 +266,13 @@ impl<S: RowStore> Runtime<S> {
                 .map(|id| tokio::spawn(crate::scanner::scan_loop(Arc::clone(&shared), id)))
                 .collect()
         };
+        for (table, delay) in shared.observers.batching_tables() {
+            handles.push(tokio::spawn(crate::scanner::batch_scan_loop(
+                Arc::clone(&shared),
+                table,
+                delay,
+            )));
+        }
         if let Some(schedule) = shared.config.gc.clone() {
             handles.push(tokio::spawn(gc_loop(Arc::clone(&shared), schedule)));
         }

@@ -101,8 +101,56 @@ pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
     }
 }
 
-/// Starts a run for `row` unless nothing in it is observed or this worker is already on it.
-/// Returns whether a run started.
+/// Rows a batching table's scanner reads per scan call.
+const BATCH_SCAN_ROWS: usize = 256;
+
+/// A scanner of one table whose observers batch ([`crate::Observer::batch_delay`]), besides
+/// the regular ones: every half `delay` it reads the table's dirty rows and arms their batch
+/// timers. The regular scanners may spend minutes in another table's backlog; without this,
+/// a batching observer would run only when one of them comes by, and its batches would grow
+/// with that wait instead of with the delay. Such tables are small by design (a queue per
+/// shard), so the scan is cheap.
+pub(crate) async fn batch_scan_loop<S: RowStore>(
+    shared: Arc<Shared<S>>,
+    table: Bytes,
+    delay: Duration,
+) {
+    let pause = (delay / 2).max(Duration::from_millis(1));
+    while !shared.stop.is_cancelled() {
+        let mut start = Bound::Unbounded;
+        loop {
+            let rows = match shared
+                .client
+                .scan_notifications(
+                    &table,
+                    start.clone(),
+                    Bound::Unbounded,
+                    Some(BATCH_SCAN_ROWS),
+                )
+                .await
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::warn!(error = %e, "notify scan of a batching table failed");
+                    break;
+                }
+            };
+            let last = rows.last().map(|r| r.row.clone());
+            let full = rows.len() == BATCH_SCAN_ROWS;
+            for row in rows {
+                dispatch(&shared, &table, row).await;
+            }
+            match last {
+                Some(last) if full => start = Bound::Excluded(last),
+                _ => break,
+            }
+        }
+        sleep_or_stop(&shared, pause).await;
+    }
+}
+
+/// Starts a run for `row` unless nothing in it is observed, this worker is already on it, or
+/// its observers batch (then a timer starts the run later). Returns whether a run started.
 async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
     bump(&shared.metrics.rows_scanned, 1);
     let unobserved: u64 = row
@@ -116,6 +164,18 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
     if unobserved == versions {
         return false; // nothing this worker observes
     }
+    let delay = batch_delay(shared, table, &row);
+    if !delay.is_zero() {
+        bump(&shared.metrics.lingered, 1);
+        arm_batch_timer(shared, table, row, delay);
+        return false;
+    }
+    start_run(shared, table, row).await
+}
+
+/// Starts a run for `row` unless it is backing off after failures or this worker is already on
+/// it. Returns whether a run started.
+async fn start_run<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
     if shared
         .failures
         .backing_off(table, &row.row, std::time::Instant::now())
@@ -154,6 +214,46 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
         drop(in_flight);
     });
     true
+}
+
+/// The longest batch delay ([`crate::Observer::batch_delay`]) of the observers of `row`'s dirty
+/// columns.
+fn batch_delay<S: RowStore>(shared: &Shared<S>, table: &Bytes, row: &NotifyRow) -> Duration {
+    row.columns
+        .iter()
+        .map(|(column, _)| shared.observers.batch_delay(table, column))
+        .max()
+        .unwrap_or_default()
+}
+
+/// Starts a run for `row` once `delay` has passed, unless a timer already waits for it: what
+/// arrives meanwhile collapses into that run. The timer, not a later scan, starts the run, so
+/// the delay holds however long the scanners take to come back (a scanner may be deep in
+/// another table's backlog). A run that cannot start then (the row is busy or backing off) is
+/// left to the next scan that finds the row, which arms a new timer.
+fn arm_batch_timer<S: RowStore>(
+    shared: &Arc<Shared<S>>,
+    table: &Bytes,
+    row: NotifyRow,
+    delay: Duration,
+) {
+    let key = (table.clone(), row.row.clone());
+    if !shared.lingering.lock().insert(key.clone()) {
+        return;
+    }
+    let shared = Arc::clone(shared);
+    let table = table.clone();
+    let tracker = shared.tracker.clone();
+    tracker.spawn(async move {
+        let stopped = tokio::select! {
+            () = tokio::time::sleep(delay) => false,
+            () = shared.stop.cancelled() => true,
+        };
+        shared.lingering.lock().remove(&key);
+        if !stopped {
+            start_run(&shared, &table, row).await;
+        }
+    });
 }
 
 /// Counts a run in flight until dropped, however the run ends.

@@ -10,7 +10,10 @@
 //! 4. the index holds, for each cluster, exactly the terms of its canonical document, each
 //!    posting with the term's counts and the document's length;
 //! 5. each canonical's anchor terms (`anchor_terms`) are those of the anchors at it (`inlinks`);
-//! 6. each corpus shard counts exactly the clusters hashing to it and their canonicals' lengths.
+//! 6. each corpus shard counts exactly the clusters hashing to it and their canonicals' lengths;
+//! 7. no cluster is still queued for the inverter (`index_queue`); every posting chunk decodes
+//!    and names a listed slot; each indexed cluster is listed in exactly the chunk its
+//!    `clusters:posted` names, a chunk of its shard.
 //!
 //! Also counts what is in the index ([`IndexSummary`]).
 //!
@@ -26,8 +29,9 @@ use bytes::Bytes;
 use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
 use serde::{Deserialize, Serialize};
 
+use super::postings::{Directory, PostingChunk};
 use super::schema::*;
-use super::terms::{AnchorTerms, CorpusCounts, PageTerms};
+use super::terms::{AnchorTerms, CorpusCounts, PageTerms, encode_posting};
 
 /// Sizes of the web index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -46,7 +50,7 @@ pub struct IndexSummary {
     pub inlinks: usize,
     /// Distinct terms in the index.
     pub terms: usize,
-    /// Index entries (term, canonical).
+    /// Index entries (term, cluster), summed over the posting blocks.
     pub postings: usize,
 }
 
@@ -216,11 +220,14 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     // 2. one canonical per cluster (the `exported` cells hold term lists: paged too)
     let mut canonicals: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     let mut exported_clusters = 0;
+    let mut posted: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     for_each_item(&txn, CLUSTERS, |item| {
         if item.column.as_ref() == CANONICAL {
             canonicals.insert(item.row, item.value);
         } else if item.column.as_ref() == EXPORTED {
             exported_clusters += 1;
+        } else if item.column.as_ref() == POSTED {
+            posted.insert(item.row, item.value);
         }
     })
     .await?;
@@ -320,11 +327,40 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
         }
     }
 
-    // 4. the index, a page at a time: per index column (canonical URL, cluster), how many
-    // postings and which terms.
+    // 4. the index, a page at a time: per cluster, how many postings and which terms. The
+    // chunk directories name the clusters (one line per cluster: bounded like the documents).
+    let mut directories: HashMap<Bytes, Directory> = HashMap::new();
+    let mut misplaced = 0usize;
+    for_each_item(&txn, INDEX_DOCS, |item| {
+        let directory = Directory::decode(&item.value);
+        match parse_chunk_key(&item.row) {
+            None => violations.push(format!(
+                "index_docs row {:?} is not a chunk key",
+                lossy(&item.row)
+            )),
+            Some((shard, _)) => {
+                for cluster in directory.clusters.iter().filter(|c| !c.is_empty()) {
+                    if index_shard(cluster) != shard {
+                        misplaced += 1;
+                    }
+                    if posted.get(cluster) != Some(&item.row) {
+                        violations.push(format!(
+                            "chunk {} lists cluster {} whose postings are in {:?}",
+                            lossy(&item.row),
+                            lossy(cluster),
+                            posted.get(cluster).map(|c| lossy(c))
+                        ));
+                    }
+                }
+            }
+        }
+        directories.insert(item.row, directory);
+    })
+    .await?;
     let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
     let mut start = Bound::Unbounded;
     let mut last_term: Option<Bytes> = None;
+    let mut orphans = 0usize;
     loop {
         let page = txn.scan_page(INDEX, start, Columns::All, PAGE_ROWS).await?;
         for item in page.items {
@@ -332,15 +368,49 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
                 summary.terms += 1;
                 last_term = Some(item.row.clone());
             }
-            summary.postings += 1;
-            found
-                .entry(item.column)
-                .or_default()
-                .add_pair(&item.row, &item.value);
+            let chunk = match PostingChunk::decode(&item.value) {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    violations.push(format!(
+                        "index chunk {}/{}: {e}",
+                        lossy(&item.row),
+                        lossy(&item.column)
+                    ));
+                    continue;
+                }
+            };
+            let directory = directories.get(&item.column);
+            for (slot, posting) in chunk.postings {
+                summary.postings += 1;
+                match directory
+                    .and_then(|d| d.cluster(slot))
+                    .filter(|c| !c.is_empty())
+                {
+                    Some(cluster) => found
+                        .entry(cluster.clone())
+                        .or_default()
+                        .add_pair(&item.row, &encode_posting(posting.counts, posting.length)),
+                    None => orphans += 1,
+                }
+            }
         }
         match page.next {
             Some(next) => start = next,
             None => break,
+        }
+    }
+    for (hash, chunk) in &posted {
+        if !canonicals.contains_key(hash) {
+            violations.push(format!(
+                "cluster {} has no canonical but its postings are in {}",
+                lossy(hash),
+                lossy(chunk)
+            ));
+        }
+    }
+    for hash in canonicals.keys() {
+        if !posted.contains_key(hash) {
+            violations.push(format!("cluster {} is in no chunk", lossy(hash)));
         }
     }
     let (mut missing, mut stray) = (0usize, 0usize);
@@ -350,7 +420,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             .and_then(|d| d.2)
             .map(|(print, _)| print)
             .unwrap_or_default();
-        let got = found.remove(&index_column(hash)).unwrap_or_default();
+        let got = found.remove(hash).unwrap_or_default();
         if got.count < expected.count {
             missing += expected.count - got.count;
         } else if got.count > expected.count {
@@ -370,6 +440,16 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     if stray > 0 {
         violations.push(format!(
             "{stray} index entries for non-canonical documents or absent terms (or clusters)"
+        ));
+    }
+    if misplaced > 0 {
+        violations.push(format!(
+            "{misplaced} cluster(s) in a chunk of another shard than their own"
+        ));
+    }
+    if orphans > 0 {
+        violations.push(format!(
+            "{orphans} index entries name an empty or missing slot of their chunk"
         ));
     }
     if exported_clusters != canonicals.len() {
@@ -408,7 +488,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     let mut want: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
     for (hash, canonical) in &canonicals {
         let length = docs.get(canonical).and_then(|d| d.2).map_or(0, |(_, l)| l);
-        let shard = want.entry(corpus_row(hash)).or_default();
+        let shard = want.entry(shard_of(hash)).or_default();
         *shard = shard.plus(CorpusCounts {
             documents: 1,
             length: i64::from(length),
@@ -416,7 +496,9 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     }
     let mut got: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
     for_each_item(&txn, CORPUS, |item| {
-        got.insert(item.row, CorpusCounts::decode(&item.value));
+        if item.column.as_ref() == COUNTS {
+            got.insert(item.row, CorpusCounts::decode(&item.value));
+        }
     })
     .await?;
     got.retain(|_, c| *c != CorpusCounts::default());
@@ -433,6 +515,18 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             w.length,
             if w == g { " (in other shards)" } else { "" }
         ));
+    }
+
+    // 7. nothing waits to be inverted
+    let mut queued = 0usize;
+    for_each_item(&txn, INDEX_QUEUE, |item| {
+        if item.column.starts_with(QUEUED_PREFIX) {
+            queued += 1;
+        }
+    })
+    .await?;
+    if queued > 0 {
+        violations.push(format!("{queued} cluster(s) still queued for the inverter"));
     }
     Ok(CheckReport {
         summary,

@@ -17,6 +17,7 @@ pub mod freshness;
 pub mod html;
 pub mod load;
 pub mod pipeline;
+pub mod postings;
 pub mod relevance;
 pub mod scale;
 pub mod schema;
@@ -31,6 +32,6 @@ pub use check::{CheckReport, IndexSummary, check};
 pub use load::{
     LoadError, LoadReport, PageOutcome, delete_missing, delete_page, load_page, load_pages,
 };
-pub use pipeline::{Clustered, observed_columns, observers};
+pub use pipeline::{Clustered, PipelineConfig, observed_columns, observers, observers_with};
 pub use search::{Hit, Mode, SearchOptions, SearchResults, search};
 pub use sources::CrawledPage;

@@ -1,4 +1,4 @@
-//! The four observers of the web-indexing pipeline (paper §2.4 and Figure 2's indexing system):
+//! The five observers of the web-indexing pipeline (paper §2.4 and Figure 2's indexing system):
 //!
 //! 1. [`DocumentProcessor`] (strong, `documents:raw`): parses the HTML, writes title, terms,
 //!    outgoing links and the content hash; inverts links by writing the anchor text into the
@@ -11,26 +11,33 @@
 //! 3. [`LinkForwarder`] (weak, `links:anchors`): attaches a target's anchor text to the target's
 //!    canonical duplicate (`inlinks`), removing what it forwarded elsewhere before, and keeps
 //!    each canonical's anchor term counts (`anchor_terms`) in step.
-//! 4. [`Exporter`] (strong, `clusters:canonical`): keeps the term index (`index`: term →
-//!    canonical URLs, with the term's counts) and the corpus counts (`corpus`) in step with each
-//!    cluster's canonical document.
+//! 4. [`Exporter`] (strong, `clusters:canonical`): records the cluster's canonical document and
+//!    its terms (`clusters:exported`) and queues the cluster in its index shard
+//!    (`index_queue`), weakly notifying the shard.
+//! 5. [`Inverter`] (weak, `index_queue:invert`): applies up to [`INVERT_BATCH`] queued clusters
+//!    of one shard to the shard's posting blocks (`index`) and corpus counts (`corpus`) in one
+//!    transaction. A term's postings for a whole batch cost one write instead of one per
+//!    document: this is what keeps indexing throughput flat as the backlog grows (see
+//!    [`crate::postings`]). A document is searchable once its shard's inverter has run.
 //!
 //! Every observer writes a cell that every concurrent run for the same target also writes
-//! (`canonical`, `forwarded_to`, the ack), so snapshot isolation serializes them: no write skew
-//! between two runs that each read what the other changes.
+//! (`canonical`, `forwarded_to`, the queue cell, the ack), so snapshot isolation serializes
+//! them: no write skew between two runs that each read what the other changes.
 
-use std::collections::BTreeMap;
-use std::time::Instant;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::future::try_join_all;
 use percolator_core::key::prefix_successor;
-use percolator_core::{Columns, ObservedColumn, Result, RowStore, Transaction};
+use percolator_core::{Columns, Error, ObservedColumn, Result, RowStore, Transaction};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::html::parse_page;
+use super::postings::{Directory, Held, PostingChunk};
 use super::schema::*;
-use super::terms::{AnchorTerms, CorpusCounts, PageTerms};
+use super::terms::{AnchorTerms, CorpusCounts, PageTerms, Posting};
 use percolator_observers::{Change, Observer, Observers};
 
 /// A document reached its clustered state: sent by the clusterer after its commit (for the
@@ -45,14 +52,51 @@ pub struct Clustered {
     pub at: Instant,
 }
 
+/// How the pipeline's observers behave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PipelineConfig {
+    /// How long a shard's queue collects clusters before its inverter runs (default
+    /// [`INVERT_DELAY`]): larger chunks and fewer index writes against a staler index.
+    pub invert_delay: Duration,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            invert_delay: INVERT_DELAY,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Sets [`Self::invert_delay`].
+    #[must_use]
+    pub fn with_invert_delay(mut self, delay: Duration) -> Self {
+        self.invert_delay = delay;
+        self
+    }
+}
+
 /// The pipeline's observers, with an optional probe receiving [`Clustered`] events.
 pub fn observers<S: RowStore>(probe: Option<UnboundedSender<Clustered>>) -> Observers<S> {
+    observers_with(probe, &PipelineConfig::default())
+}
+
+/// [`observers`] configured by `config`.
+pub fn observers_with<S: RowStore>(
+    probe: Option<UnboundedSender<Clustered>>,
+    config: &PipelineConfig,
+) -> Observers<S> {
     let mut observers = Observers::new();
     // Names are unique and tables valid by construction: registration cannot fail.
     let _ = observers.register(DocumentProcessor);
     let _ = observers.register(Clusterer { probe });
     let _ = observers.register(LinkForwarder);
     let _ = observers.register(Exporter);
+    let _ = observers.register(Inverter {
+        delay: config.invert_delay,
+    });
     observers
 }
 
@@ -64,6 +108,7 @@ pub fn observed_columns() -> Vec<ObservedColumn> {
         ObservedColumn::strong(DOCUMENTS, HASH),
         ObservedColumn::weak(LINKS, ANCHORS),
         ObservedColumn::strong(CLUSTERS, CANONICAL),
+        ObservedColumn::weak(INDEX_QUEUE, INVERT),
     ]
 }
 
@@ -363,7 +408,7 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
     }
 }
 
-/// Keeps the term index in step with each cluster's canonical document.
+/// Queues each cluster whose canonical document changed for the inverter of its index shard.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Exporter;
 
@@ -379,83 +424,334 @@ impl<S: RowStore> Observer<S> for Exporter {
 
     async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
         let hash = &change.row;
-        let (old_url, old_terms) = match txn.get(CLUSTERS, hash, EXPORTED).await? {
-            Some(b) => {
-                let (url, terms) = decode_exported(&b);
-                (Some(url), terms)
+        let old = txn.get(CLUSTERS, hash, EXPORTED).await?;
+        let new = match &change.value {
+            Some(url) => {
+                let terms = txn.get(DOCUMENTS, url, TERMS).await?.unwrap_or_default();
+                Some(encode_exported(url, &terms))
             }
-            None => (None, PageTerms::default()),
+            None => None,
         };
-        let (new_url, new_cell) = match &change.value {
-            Some(url) => (
-                Some(url.clone()),
-                txn.get(DOCUMENTS, url, TERMS).await?.unwrap_or_default(),
-            ),
-            None => (None, Bytes::new()),
-        };
-        let new_terms = PageTerms::decode(&new_cell);
-        if old_url == new_url && old_terms == new_terms {
+        if old == new {
             return Ok(());
         }
-        // Postings name the cluster: a new canonical of the same cluster has the same text, so
-        // only terms that differ (or whose counts do) are written.
-        let column = index_column(hash);
-        let new_postings: BTreeMap<&str, Bytes> = if new_url.is_some() {
-            new_terms.postings().collect()
-        } else {
-            BTreeMap::new()
-        };
-        if old_url.is_some() {
-            for term in old_terms.counts.keys() {
-                if !new_postings.contains_key(term.as_str()) {
-                    txn.delete(INDEX, term.as_str(), &column)?;
-                }
-            }
-        }
-        let old_postings: BTreeMap<&str, Bytes> = if old_url.is_some() {
-            old_terms.postings().collect()
-        } else {
-            BTreeMap::new()
-        };
-        for (term, posting) in &new_postings {
-            if old_postings.get(term) != Some(posting) {
-                txn.set(INDEX, *term, &column, posting.clone())?;
-            }
-        }
-        let mut corpus = CorpusCounts::default();
-        if old_url.is_some() {
-            corpus = corpus.plus(CorpusCounts {
-                documents: -1,
-                length: -i64::from(old_terms.length),
-            });
-        }
-        match &new_url {
-            Some(new_url) => {
-                txn.set(
-                    CLUSTERS,
-                    hash,
-                    EXPORTED,
-                    encode_exported(new_url, &new_cell),
-                )?;
-                corpus = corpus.plus(CorpusCounts {
-                    documents: 1,
-                    length: i64::from(new_terms.length),
-                });
-            }
+        match &new {
+            Some(exported) => txn.set(CLUSTERS, hash, EXPORTED, exported.clone())?,
             None => txn.delete(CLUSTERS, hash, EXPORTED)?,
         }
+        let row = shard_of(hash);
+        let column = queued_column(hash);
+        // A cluster still queued keeps what its queue cell says the index holds; otherwise the
+        // index holds what was exported before.
+        let held = match txn.get(INDEX_QUEUE, &row, &column).await? {
+            Some(queued) => queued,
+            None => match &old {
+                Some(old) => Held::Terms(decode_exported(old).1).encode(),
+                None => Held::Nothing.encode(),
+            },
+        };
+        // Written even when unchanged: it conflicts with an inverter taking the cell from the
+        // queue with an older `exported` in its snapshot.
+        txn.set(INDEX_QUEUE, &row, &column, held)?;
+        txn.notify(INDEX_QUEUE, &row, INVERT)?;
+        Ok(())
+    }
+}
+
+/// The most queued clusters one inverter run applies (one chunk); more are left for the next
+/// run, which the run notifies.
+pub const INVERT_BATCH: usize = 1024;
+/// How long a shard's queue collects clusters before its inverter runs
+/// ([`Observer::batch_delay`]): the index lags the documents by about this much, and chunks
+/// are as large as what the exporters queue meanwhile.
+pub const INVERT_DELAY: Duration = Duration::from_secs(2);
+
+/// Rows an inverter run writes besides terms and clusters: the queue row, the corpus row, the
+/// new chunk's directory, and old chunks' directories (a few).
+const BOOKKEEPING_ROWS: usize = 8;
+
+/// Turns a shard's queued clusters into a new posting chunk, removes the postings of the
+/// clusters that changed or left from the chunks holding them, and updates the shard's corpus
+/// counts (see [`crate::postings`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Inverter {
+    /// Its [`Observer::batch_delay`].
+    pub delay: Duration,
+}
+
+impl Default for Inverter {
+    fn default() -> Self {
+        Self {
+            delay: INVERT_DELAY,
+        }
+    }
+}
+
+/// A queued cluster as an inverter run sees it.
+struct QueuedCluster {
+    hash: Bytes,
+    /// What the index holds for it.
+    old: Option<PageTerms>,
+    /// What it should hold: its `exported` cell (decoded one cluster at a time, to keep a
+    /// batch's memory small).
+    exported: Option<Bytes>,
+    /// The chunk holding its postings.
+    posted: Option<Bytes>,
+}
+
+fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Inverter {
+    fn name(&self) -> &str {
+        "inverter"
+    }
+
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak(INDEX_QUEUE, INVERT)
+    }
+
+    fn batch_delay(&self) -> Duration {
+        self.delay
+    }
+
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let row = change.row.clone();
+        let Some(shard) = (0..INDEX_SHARDS).find(|s| shard_key(*s) == row) else {
+            return Err(Error::Corrupt(format!(
+                "index_queue row {:?} is not an index shard",
+                lossy(&row)
+            )));
+        };
+        // Batches fit the store's limits: the queue row takes a delete per cluster (two store
+        // operations each in prewrite) and the run's own notification; the transaction's rows
+        // are the touched terms, the clusters and the shard's few bookkeeping rows.
+        let limits = txn.store_limits();
+        let max_clusters = INVERT_BATCH
+            .min(limits.max_row_ops.saturating_sub(3) / 2)
+            .max(1);
+        let (queued, mut more) = read_queue(txn, &row, max_clusters).await?;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let next_chunk: u64 = match txn.get(CORPUS, &row, NEXT_CHUNK).await? {
+            Some(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| {
+                    Error::Corrupt(format!("corpus {:?} next_chunk is {b:?}", lossy(&row)))
+                })?,
+            None => 0,
+        };
+        let chunk = chunk_key(shard, next_chunk);
+
+        let mut directory = Directory::default();
+        // term -> the new chunk's postings, in slot order
+        let mut added: HashMap<String, Vec<(u32, Posting)>> = HashMap::new();
+        // chunk -> (cluster, the terms it has postings for there)
+        let mut removed: BTreeMap<Bytes, Vec<(Bytes, PageTerms)>> = BTreeMap::new();
+        let mut corpus = CorpusCounts::default();
+        // Term rows the removals touch (besides those of `added`).
+        let mut removed_terms: HashSet<String> = HashSet::new();
+        for (taken, cluster) in queued.into_iter().enumerate() {
+            let new = cluster
+                .exported
+                .as_deref()
+                .map(|cell| decode_exported(cell).1);
+            let new_rows = [cluster.old.as_ref(), new.as_ref()]
+                .into_iter()
+                .flatten()
+                .flat_map(|terms| terms.counts.keys())
+                .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
+                .collect::<HashSet<_>>()
+                .len();
+            let rows =
+                added.len() + removed_terms.len() + new_rows + 2 * (taken + 1) + removed.len();
+            if taken > 0 && rows + BOOKKEEPING_ROWS > limits.max_batch_rows {
+                more = true; // the rest waits for the next run
+                break;
+            }
+            txn.delete(INDEX_QUEUE, &row, queued_column(&cluster.hash))?;
+            if cluster.old == new {
+                continue; // e.g. the canonical moved to a duplicate: same text
+            }
+            if let Some(old) = cluster.old {
+                let Some(posted) = cluster.posted else {
+                    return Err(Error::Corrupt(format!(
+                        "cluster {:?} is queued as indexed but names no chunk",
+                        lossy(&cluster.hash)
+                    )));
+                };
+                corpus = corpus.plus(CorpusCounts {
+                    documents: -1,
+                    length: -i64::from(old.length),
+                });
+                removed_terms.extend(
+                    old.counts
+                        .keys()
+                        .filter(|t| !added.contains_key(*t))
+                        .cloned(),
+                );
+                removed
+                    .entry(posted)
+                    .or_default()
+                    .push((cluster.hash.clone(), old));
+            }
+            match new {
+                Some(new) => {
+                    let slot = u32::try_from(directory.clusters.len()).unwrap_or(u32::MAX);
+                    directory.clusters.push(cluster.hash.clone());
+                    corpus = corpus.plus(CorpusCounts {
+                        documents: 1,
+                        length: i64::from(new.length),
+                    });
+                    for (term, counts) in new.counts {
+                        added.entry(term).or_default().push((
+                            slot,
+                            Posting {
+                                counts,
+                                length: new.length,
+                            },
+                        ));
+                    }
+                    txn.set(CLUSTERS, &cluster.hash, POSTED, chunk.clone())?;
+                }
+                None => txn.delete(CLUSTERS, &cluster.hash, POSTED)?,
+            }
+        }
+        for (old_chunk, clusters) in removed {
+            remove_postings(txn, &old_chunk, clusters).await?;
+        }
+        if !directory.clusters.is_empty() {
+            // Blind writes: nothing was ever written under the new chunk's key.
+            for (term, postings) in added {
+                let cell = PostingChunk::encode_sorted(postings.into_iter());
+                txn.set(INDEX, term.as_str(), &chunk, cell)?;
+            }
+            txn.set(INDEX_DOCS, &chunk, CHUNK_CLUSTERS, directory.encode())?;
+            txn.set(CORPUS, &row, NEXT_CHUNK, (next_chunk + 1).to_string())?;
+        }
         if corpus != CorpusCounts::default() {
-            let row = corpus_row(hash);
             let now = txn
                 .get(CORPUS, &row, COUNTS)
                 .await?
                 .map(|b| CorpusCounts::decode(&b))
                 .unwrap_or_default()
                 .plus(corpus);
-            txn.set(CORPUS, row, COUNTS, now.encode())?;
+            txn.set(CORPUS, &row, COUNTS, now.encode())?;
+        }
+        if more {
+            txn.notify(INDEX_QUEUE, &row, INVERT)?;
         }
         Ok(())
     }
+}
+
+/// The first `limit` clusters queued in shard row `row`, with what the index holds for each and
+/// what it should hold, and whether more are queued.
+async fn read_queue<S: RowStore>(
+    txn: &Transaction<S>,
+    row: &Bytes,
+    limit: usize,
+) -> Result<(Vec<QueuedCluster>, bool)> {
+    let mut queued = Vec::new();
+    let mut more = false;
+    for item in scan_row(txn, INDEX_QUEUE, row).await? {
+        if queued.len() == limit {
+            more |= item.column.starts_with(QUEUED_PREFIX);
+            continue;
+        }
+        let Some(hash) = item.column.strip_prefix(QUEUED_PREFIX) else {
+            continue; // the trigger's notifications, the inverter's ack
+        };
+        let hash = Bytes::copy_from_slice(hash);
+        if shard_of(&hash) != row {
+            return Err(Error::Corrupt(format!(
+                "index_queue row {:?} queues cluster {:?} of another shard",
+                lossy(row),
+                lossy(&hash)
+            )));
+        }
+        let old = match Held::decode(&item.value) {
+            Some(Held::Terms(terms)) => Some(terms),
+            Some(Held::Nothing) => None,
+            None => {
+                return Err(Error::Corrupt(format!(
+                    "index_queue cell {:?}/{:?} is not a held state",
+                    lossy(row),
+                    lossy(&item.column)
+                )));
+            }
+        };
+        queued.push(QueuedCluster {
+            hash,
+            old,
+            exported: None,
+            posted: None,
+        });
+    }
+    let states = try_join_all(queued.iter().map(|cluster| async move {
+        let exported = txn.get(CLUSTERS, &cluster.hash, EXPORTED).await?;
+        let posted = txn.get(CLUSTERS, &cluster.hash, POSTED).await?;
+        Ok::<_, Error>((exported, posted))
+    }))
+    .await?;
+    for (cluster, (exported, posted)) in queued.iter_mut().zip(states) {
+        cluster.exported = exported;
+        cluster.posted = posted;
+    }
+    Ok((queued, more))
+}
+
+/// Removes the postings of `clusters` (each with the terms it was inverted with) from chunk
+/// `chunk`, and empties their slots in its directory.
+async fn remove_postings<S: RowStore>(
+    txn: &mut Transaction<S>,
+    chunk: &Bytes,
+    clusters: Vec<(Bytes, PageTerms)>,
+) -> Result<()> {
+    let corrupt = |what: String| Error::Corrupt(format!("index chunk {:?}: {what}", lossy(chunk)));
+    let mut directory = txn
+        .get(INDEX_DOCS, chunk, CHUNK_CLUSTERS)
+        .await?
+        .map(|b| Directory::decode(&b))
+        .ok_or_else(|| corrupt("no directory".into()))?;
+    let mut slots: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (hash, terms) in clusters {
+        let slot = directory
+            .clusters
+            .iter()
+            .position(|c| *c == hash)
+            .ok_or_else(|| corrupt(format!("cluster {:?} is not in it", lossy(&hash))))?;
+        directory.clusters[slot] = Bytes::new();
+        let slot = u32::try_from(slot).map_err(|_| corrupt("too many slots".into()))?;
+        for term in terms.counts.into_keys() {
+            slots.entry(term).or_default().push(slot);
+        }
+    }
+    for (term, slots) in slots {
+        let Some(cell) = txn.get(INDEX, term.as_str(), chunk).await? else {
+            continue;
+        };
+        let mut postings =
+            PostingChunk::decode(&cell).map_err(|e| corrupt(format!("term {term:?}: {e}")))?;
+        for slot in slots {
+            postings.postings.remove(&slot);
+        }
+        if postings.is_empty() {
+            txn.delete(INDEX, term.as_str(), chunk)?;
+        } else {
+            txn.set(INDEX, term.as_str(), chunk, postings.encode())?;
+        }
+    }
+    if directory.clusters.iter().all(Bytes::is_empty) {
+        txn.delete(INDEX_DOCS, chunk, CHUNK_CLUSTERS)?;
+    } else {
+        txn.set(INDEX_DOCS, chunk, CHUNK_CLUSTERS, directory.encode())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,13 +8,26 @@
 //! | `members`   | `<hash>/<URL>`       | `m` = the URL the member declares canonical (or empty)         |
 //! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
 //! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of its inlinks                      |
-//! | `index`     | term                 | `<hash>` (the cluster) = posting ([`encode_posting`](crate::terms::encode_posting)) |
-//! | `corpus`    | `shard-<nn>` (64)    | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the clusters hashing to the shard |
+//! | `index_queue` | `shard-<nn>` (4)   | `c:<hash>` = what the index holds for a changed cluster ([`Held`](crate::postings::Held)), `invert` (weakly observed trigger) |
+//! | `index`     | term                 | `<chunk>` = the term's postings in that chunk ([`PostingChunk`](crate::postings::PostingChunk)) |
+//! | `index_docs` | `<chunk>`           | `clusters` = the chunk's clusters by slot ([`Directory`](crate::postings::Directory)) |
+//! | `corpus`    | `shard-<nn>` (4)     | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the indexed clusters of the shard, `next_chunk` |
+//!
+//! A `<chunk>` key is `shard-<nn>/<number>` ([`chunk_key`]); `clusters:posted` names the chunk
+//! holding a cluster's postings.
+//!
+//! **Index shards.** Every cluster belongs to one of [`INDEX_SHARDS`] shards ([`index_shard`]).
+//! The exporter queues a changed cluster in its shard's `index_queue` row; the shard's inverter
+//! turns the queued clusters into a new chunk (see [`crate::postings`]) and updates the shard's
+//! corpus counts, in one transaction. Only a shard's inverter writes its chunks and counts, so
+//! inverters never conflict with each other. Few shards make large batches; more would let more
+//! workers invert at once.
 //!
 //! `anchor_terms` and `corpus` are summaries kept exact by the observers that change what they
-//! summarize (the link forwarder, the exporter), in the same transactions: two runs changing
-//! one summary write the same cell, so snapshot isolation lets one of them commit and retries
-//! the other. The corpus counts are sharded so that concurrent exporters rarely meet there.
+//! summarize (the link forwarder, the inverter), in the same transactions as the change: two
+//! runs changing one summary write the same cell, so snapshot isolation lets one of them commit
+//! and retries the other. A query's snapshot sees a shard's postings and its corpus counts
+//! change together.
 //!
 //! **The stated score.** The paper keeps the duplicate with the highest PageRank as canonical;
 //! we have no link graph computation, so the score is stated. First the pages' own word: a
@@ -75,26 +88,48 @@ pub const ANCHOR_TERMS: &[u8] = b"anchor_terms";
 /// The column of [`ANCHOR_TERMS`].
 pub const SUMMARY: &[u8] = b"summary";
 
-/// The exported term index.
+/// Which chunk holds the cluster's postings ([`chunk_key`]; absent: none).
+pub const POSTED: &[u8] = b"posted";
+
+/// Clusters waiting to be inverted into the index, one row per index shard.
+pub const INDEX_QUEUE: &[u8] = b"index_queue";
+/// Prefix of the [`INDEX_QUEUE`] columns naming a queued cluster.
+pub const QUEUED_PREFIX: &[u8] = b"c:";
+/// Weakly observed trigger column of [`INDEX_QUEUE`]: notified when a cluster is queued; never
+/// written.
+pub const INVERT: &[u8] = b"invert";
+
+/// The term index: per term, one posting chunk per chunk that has the term.
 pub const INDEX: &[u8] = b"index";
 
-/// Corpus counts for ranking: documents in the index and their total length, in
-/// [`CORPUS_SHARDS`] rows.
+/// Chunk directories: the clusters of each chunk, by slot.
+pub const INDEX_DOCS: &[u8] = b"index_docs";
+/// The column of [`INDEX_DOCS`].
+pub const CHUNK_CLUSTERS: &[u8] = b"clusters";
+
+/// Corpus counts for ranking: documents in the index and their total length, one row per index
+/// shard.
 pub const CORPUS: &[u8] = b"corpus";
 /// The column of [`CORPUS`].
 pub const COUNTS: &[u8] = b"counts";
-/// Rows of [`CORPUS`].
-pub const CORPUS_SHARDS: u64 = 64;
+/// The number the shard's next chunk gets (a column of [`CORPUS`]).
+pub const NEXT_CHUNK: &[u8] = b"next_chunk";
+
+/// Index shards (see the module docs). Fixed for a store: changing it would move clusters
+/// between shards.
+pub const INDEX_SHARDS: u64 = 4;
 
 /// Every table of the web index (for status reports and end-of-run checks).
-pub const TABLES: [&[u8]; 8] = [
+pub const TABLES: [&[u8]; 10] = [
     DOCUMENTS,
     LINKS,
     CLUSTERS,
     MEMBERS,
     INLINKS,
     ANCHOR_TERMS,
+    INDEX_QUEUE,
     INDEX,
+    INDEX_DOCS,
     CORPUS,
 ];
 
@@ -170,20 +205,38 @@ pub fn inlink_prefix(target: &[u8]) -> Bytes {
     [target, b"\0"].concat().into()
 }
 
-/// Column of [`INDEX`] for cluster `hash`: postings name the cluster, not its canonical URL,
-/// so the index stays as it is when the canonical moves to a duplicate (same text, same terms);
-/// a query finds the URL in `clusters:canonical`.
-pub fn index_column(hash: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(hash)
+/// The index shard of cluster `hash`.
+pub fn index_shard(hash: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(hash) % INDEX_SHARDS
 }
 
-/// The [`CORPUS`] row counting cluster `hash`.
-pub fn corpus_row(hash: &[u8]) -> Bytes {
-    format!(
-        "shard-{:02}",
-        xxhash_rust::xxh3::xxh3_64(hash) % CORPUS_SHARDS
-    )
-    .into()
+/// The key of index shard `shard`: its [`INDEX_QUEUE`] and [`CORPUS`] rows.
+pub fn shard_key(shard: u64) -> Bytes {
+    format!("shard-{shard:02}").into()
+}
+
+/// The [`INDEX_QUEUE`] and [`CORPUS`] rows of cluster `hash`.
+pub fn shard_of(hash: &[u8]) -> Bytes {
+    shard_key(index_shard(hash))
+}
+
+/// The key of chunk `number` of shard `shard`: its [`INDEX`] column and [`INDEX_DOCS`] row.
+pub fn chunk_key(shard: u64, number: u64) -> Bytes {
+    format!("shard-{shard:02}/{number:010}").into()
+}
+
+/// The shard and number of a [`chunk_key`]; `None` when `key` is not one.
+pub fn parse_chunk_key(key: &[u8]) -> Option<(u64, u64)> {
+    let key = std::str::from_utf8(key).ok()?;
+    let (shard, number) = key.strip_prefix("shard-")?.split_once('/')?;
+    let (shard, number) = (shard.parse().ok()?, number.parse().ok()?);
+    (shard < INDEX_SHARDS && chunk_key(shard, number).as_ref() == key.as_bytes())
+        .then_some((shard, number))
+}
+
+/// The [`INDEX_QUEUE`] column queuing cluster `hash`.
+pub fn queued_column(hash: &[u8]) -> Bytes {
+    [QUEUED_PREFIX, hash].concat().into()
 }
 
 /// Encodes outgoing links as `target\tanchor` lines (tabs and newlines in anchors become spaces).
@@ -286,7 +339,20 @@ mod tests {
         let terms = PageTerms::of("alpha", "beta beta");
         let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms.encode()));
         assert_eq!((url.as_ref(), back), (&b"http://a/"[..], terms));
-        assert!(corpus_row(b"0123abcd").starts_with(b"shard-"));
-        assert_eq!(index_column(b"h"), Bytes::from_static(b"h"));
+        assert!(shard_of(b"0123abcd").starts_with(b"shard-"));
+        assert_eq!(shard_key(7), Bytes::from_static(b"shard-07"));
+        assert_eq!(queued_column(b"h"), Bytes::from_static(b"c:h"));
+        let chunk = chunk_key(3, 42);
+        assert_eq!(chunk, Bytes::from_static(b"shard-03/0000000042"));
+        assert_eq!(parse_chunk_key(&chunk), Some((3, 42)));
+        for bad in [
+            &b"shard-03/42"[..],
+            b"shard-99/0000000042",
+            b"shard-03",
+            b"x",
+            b"\xff",
+        ] {
+            assert_eq!(parse_chunk_key(bad), None, "{bad:?}");
+        }
     }
 }

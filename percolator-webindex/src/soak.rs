@@ -17,7 +17,7 @@ use percolator_observers::{Runtime, RuntimeConfig, RuntimeError};
 use serde::Serialize;
 
 use super::load::{LoadError, load_pages};
-use super::pipeline::observers;
+use super::pipeline::{PipelineConfig, observers_with};
 use super::synthetic::SyntheticCrawl;
 
 /// Parameters of a soak run.
@@ -38,6 +38,8 @@ pub struct SoakConfig {
     pub load_concurrency: usize,
     /// The pipeline's runtime.
     pub runtime: RuntimeConfig,
+    /// The pipeline's observers.
+    pub pipeline: PipelineConfig,
     /// Longest wait for the pipeline to go idle after a generation.
     pub timeout: Duration,
 }
@@ -52,6 +54,7 @@ impl Default for SoakConfig {
             gc: true,
             load_concurrency: 8,
             runtime: RuntimeConfig::default(),
+            pipeline: PipelineConfig::default(),
             timeout: Duration::from_secs(600),
         }
     }
@@ -235,7 +238,12 @@ pub async fn run<S: RowStore>(
     disk_bytes: impl Fn() -> Option<u64>,
     mut progress: impl FnMut(&SoakGeneration),
 ) -> std::result::Result<SoakReport, RuntimeError> {
-    let runtime = Runtime::start(client, observers(None), config.runtime.clone()).await?;
+    let runtime = Runtime::start(
+        client,
+        observers_with(None, &config.pipeline),
+        config.runtime.clone(),
+    )
+    .await?;
     let client = runtime.client().clone();
     let crawl = SyntheticCrawl::new(config.docs, config.seed);
     let gc = GcConfig::default().with_grace(Duration::ZERO);

@@ -3,14 +3,14 @@
 //!
 //! - [`PageTerms`]: every distinct term of a page with how often it occurs in the title and in
 //!   the body, and the page's length in tokens. The document processor writes it to
-//!   `documents:terms`; the exporter turns it into postings.
+//!   `documents:terms`; the inverter turns it into postings.
 //! - A posting's value ([`encode_posting`]): the term's counts and the document's length, so a
 //!   query ranks from the postings alone.
 //! - [`AnchorTerms`]: the anchor texts forwarded to one canonical: how many, and per term how
 //!   many of them contain it. The link forwarder keeps it exact by applying what each run
 //!   changes.
 //! - [`CorpusCounts`]: one shard of the corpus-wide document count and total length (BM25's N
-//!   and average length). The exporter keeps it exact the same way.
+//!   and average length). The inverter keeps it exact the same way.
 //!
 //! Text formats (readable in `percolator scan`), decoded without panics: a malformed line is
 //! skipped, a malformed header reads as zero, so corrupt bytes degrade ranking and are reported
@@ -143,6 +143,17 @@ pub struct Posting {
     pub counts: TermCounts,
     /// The document's length in tokens.
     pub length: u32,
+}
+
+impl Posting {
+    /// A posting: the term `title` times in the title and `body` times in the body of a
+    /// document `length` tokens long.
+    pub fn new(title: u32, body: u32, length: u32) -> Self {
+        Self {
+            counts: TermCounts { title, body },
+            length,
+        }
+    }
 }
 
 /// The value of an `index` cell: `<title> <body> <length>`.

@@ -1,5 +1,6 @@
 //! The invariant check can fail: an index tampered with after the pipeline went idle — an entry
-//! deleted, one swapped for a wrong term (same count), one for a cluster that does not exist —
+//! deleted, one swapped for a wrong term (same count), one for a slot no cluster holds, a chunk
+//! listing a cluster that does not exist, a chunk that does not decode, a cluster left queued —
 //! is reported, each time, and the untouched index passes; so are inlinks tampered with (an
 //! anchor deleted, changed, or put where no link points), a posting with other counts, and the
 //! summaries (a canonical's anchor terms, the corpus counts) counted wrong.
@@ -12,8 +13,10 @@ use bytes::Bytes;
 use percolator_backend_mem::MemStore;
 use percolator_core::{Client, Columns};
 use percolator_observers::conformance::{idle, start, writer};
+use percolator_webindex::postings::{Directory, Held, PostingChunk};
 use percolator_webindex::schema::{
-    ANCHOR_TERMS, CORPUS, COUNTS, INDEX, INLINKS, SUMMARY, index_column,
+    ANCHOR_TERMS, CHUNK_CLUSTERS, CORPUS, COUNTS, INDEX, INDEX_DOCS, INDEX_QUEUE, INLINKS, SUMMARY,
+    index_shard, parse_chunk_key, queued_column, shard_key,
 };
 use percolator_webindex::terms::{AnchorTerms, CorpusCounts};
 use percolator_webindex::{self as webindex, synthetic::SyntheticCrawl};
@@ -38,29 +41,65 @@ async fn indexed() -> Client<MemStore> {
     client
 }
 
+/// Rewrites the postings of `term` in `chunk` with `edit` applied, in one transaction.
+async fn edit_chunk(
+    client: &Client<MemStore>,
+    term: &str,
+    chunk: &Bytes,
+    edit: impl FnOnce(&mut PostingChunk),
+) {
+    let mut t = client.begin().await.unwrap();
+    let mut postings = t
+        .get(INDEX, term, chunk)
+        .await
+        .unwrap()
+        .map(|b| PostingChunk::decode(&b).unwrap())
+        .unwrap_or_default();
+    edit(&mut postings);
+    if postings.is_empty() {
+        t.delete(INDEX, term, chunk).unwrap();
+    } else {
+        t.set(INDEX, term, chunk, postings.encode()).unwrap();
+    }
+    t.commit().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tampered_index_is_caught() {
     let client = indexed().await;
     let txn = client.begin().await.unwrap();
-    let postings = txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap();
-    let victim = postings[postings.len() / 2].clone();
+    let cells = txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap();
+    let cell = cells[cells.len() / 2].clone();
+    let directories = txn
+        .scan::<&str>(INDEX_DOCS, .., Columns::All)
+        .await
+        .unwrap();
     drop(txn);
+    let term = String::from_utf8(cell.row.to_vec()).unwrap();
+    let chunk = cell.column.clone();
+    let (slot, posting) = PostingChunk::decode(&cell.value)
+        .unwrap()
+        .postings
+        .into_iter()
+        .next()
+        .unwrap();
 
     // An entry deleted.
-    let mut t = client.begin().await.unwrap();
-    t.delete(INDEX, &victim.row, &victim.column).unwrap();
-    t.commit().await.unwrap();
+    edit_chunk(&client, &term, &chunk, |c| {
+        c.postings.remove(&slot);
+    })
+    .await;
     let found = violations(&client).await;
     assert!(
         found.iter().any(|v| v.contains("1 index entries missing")),
         "{found:?}"
     );
 
-    // The same column under a term its document does not have: as many entries as terms.
-    let mut t = client.begin().await.unwrap();
-    t.set(INDEX, "zzz-not-a-term", &victim.column, Bytes::new())
-        .unwrap();
-    t.commit().await.unwrap();
+    // The same slot under a term its document does not have: as many entries as terms.
+    edit_chunk(&client, "zzz-not-a-term", &chunk, |c| {
+        c.postings.insert(slot, posting);
+    })
+    .await;
     let found = violations(&client).await;
     assert!(found.iter().any(|v| v.contains("missing")), "{found:?}");
     assert!(
@@ -70,34 +109,90 @@ async fn tampered_index_is_caught() {
         "{found:?}"
     );
 
-    // Repaired, then an entry for a cluster that does not exist.
-    let mut t = client.begin().await.unwrap();
-    t.delete(INDEX, "zzz-not-a-term", &victim.column).unwrap();
-    t.set(
-        INDEX,
-        &victim.row,
-        &victim.column,
-        Bytes::from_static(b"0 99 1"),
-    )
-    .unwrap();
-    t.commit().await.unwrap();
-    // The posting is back with other counts than the document's.
+    // Repaired, but the posting is back with other counts than the document's.
+    edit_chunk(&client, "zzz-not-a-term", &chunk, |c| c.postings.clear()).await;
+    let mut other = posting;
+    other.counts.body += 99;
+    edit_chunk(&client, &term, &chunk, |c| {
+        c.postings.insert(slot, other);
+    })
+    .await;
     let found = violations(&client).await;
     assert!(
         found.iter().any(|v| v.contains("1 index entries missing")),
         "{found:?}"
     );
+    edit_chunk(&client, &term, &chunk, |c| {
+        c.postings.insert(slot, posting);
+    })
+    .await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // An entry for a slot no cluster holds.
+    edit_chunk(&client, &term, &chunk, |c| {
+        c.postings.insert(999_999, posting);
+    })
+    .await;
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("1 index entries name an empty or missing slot")),
+        "{found:?}"
+    );
+    edit_chunk(&client, &term, &chunk, |c| {
+        c.postings.remove(&999_999);
+    })
+    .await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // A directory listing a cluster that does not exist, in the wrong shard.
+    let listed = &directories[0];
+    let mut directory = Directory::decode(&listed.value);
+    let (shard, _) = parse_chunk_key(&listed.row).unwrap();
+    let ghost = (0..)
+        .map(|i| Bytes::from(format!("{i:032x}")))
+        .find(|g| index_shard(g) != shard)
+        .unwrap();
+    directory.clusters.push(ghost.clone());
     let mut t = client.begin().await.unwrap();
-    t.set(INDEX, &victim.row, &victim.column, victim.value.clone())
+    t.set(INDEX_DOCS, &listed.row, CHUNK_CLUSTERS, directory.encode())
         .unwrap();
     t.commit().await.unwrap();
-    assert_eq!(violations(&client).await, Vec::<String>::new());
+    let found = violations(&client).await;
+    let ghost = String::from_utf8(ghost.to_vec()).unwrap();
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains(&format!("lists cluster {ghost} whose postings are in None"))),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("1 cluster(s) in a chunk of another shard")),
+        "{found:?}"
+    );
     let mut t = client.begin().await.unwrap();
     t.set(
-        INDEX,
-        &victim.row,
-        index_column(b"00000000000000000000000000000000"),
-        victim.value.clone(),
+        INDEX_DOCS,
+        &listed.row,
+        CHUNK_CLUSTERS,
+        listed.value.clone(),
+    )
+    .unwrap();
+    t.commit().await.unwrap();
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // A chunk that does not decode, and a cluster left in the queue.
+    let mut t = client.begin().await.unwrap();
+    t.set(INDEX, "zzz-not-a-term", &chunk, Bytes::from_static(b"\x07"))
+        .unwrap();
+    t.set(
+        INDEX_QUEUE,
+        shard_key(0),
+        queued_column(b"0123"),
+        Held::Nothing.encode(),
     )
     .unwrap();
     t.commit().await.unwrap();
@@ -105,7 +200,13 @@ async fn tampered_index_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.contains("1 index entries for non-canonical")),
+            .any(|v| v.starts_with("index chunk zzz-not-a-term/") && v.contains("version Some(7)")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("1 cluster(s) still queued for the inverter")),
         "{found:?}"
     );
 }
@@ -172,7 +273,10 @@ async fn tampered_summaries_are_caught() {
         .await
         .unwrap();
     let victim = summaries[summaries.len() / 2].clone();
-    let corpus = txn.scan::<&str>(CORPUS, .., Columns::All).await.unwrap();
+    let corpus = txn
+        .scan::<&str>(CORPUS, .., Columns::one(COUNTS))
+        .await
+        .unwrap();
     drop(txn);
     let canonical = String::from_utf8_lossy(&victim.row).into_owned();
 

@@ -275,3 +275,43 @@ backend_tests!(
     tikv_fake => percolator_backend_tikv::conformance::FakeTikvFactory,
     etcd => percolator_backend_etcd::conformance::EtcdFactory::from_env(),
 );
+
+/// On a store with tight limits (few operations per row mutation, few rows per transaction, as
+/// etcd's `--max-txn-ops` or TiKV's batches), the inverter splits each shard's queue into
+/// chunks that fit: nothing fails or is parked, every invariant holds, and shards get several
+/// chunks. With batches sized to the whole queue, the commits fail with `TooLarge`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inverter_batches_fit_tight_store_limits() {
+    use percolator_core::StoreLimits;
+    use percolator_core::conformance::faulty::FaultyStore;
+    use percolator_webindex::schema::{INDEX_DOCS, INDEX_SHARDS};
+    use std::sync::Arc;
+
+    let store = Arc::new(FaultyStore::new(Arc::new(
+        percolator_backend_mem::MemStore::new(),
+    )));
+    let limits = percolator_backend_mem::MEM_LIMITS;
+    store.set_limits(Some(
+        StoreLimits::new(limits.max_key_bytes, limits.max_value_bytes, 400)
+            .with_tracks_snapshot_reads(true)
+            .with_max_row_ops(41),
+    ));
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(160, 5);
+    load(&client, crawl.initial().collect()).await;
+    idle(&runtime).await;
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
+    let summary = assert_invariants(&client).await;
+    assert_eq!(summary.processed, 160);
+    let txn = client.begin().await.unwrap();
+    let chunks = txn
+        .scan::<&str>(INDEX_DOCS, .., Columns::All)
+        .await
+        .unwrap()
+        .len();
+    // 160 pages in 4 shards, at most 19 clusters a chunk (41 operations per row): at least
+    // 3 chunks in each shard, so more than twice as many chunks as shards.
+    assert!(chunks as u64 > 2 * INDEX_SHARDS, "{chunks} chunks");
+}

@@ -11,6 +11,7 @@ use std::time::Duration;
 use percolator_core::conformance::fast_config;
 use percolator_core::{Client, RowStore};
 use percolator_observers::RuntimeConfig;
+use percolator_webindex::PipelineConfig;
 use percolator_webindex::soak::{self, SoakConfig, SoakReport};
 
 fn config(generations: u32, gc: bool) -> SoakConfig {
@@ -22,6 +23,8 @@ fn config(generations: u32, gc: bool) -> SoakConfig {
     config.runtime = RuntimeConfig::default()
         .with_scanners(2)
         .with_idle_sleep_max(Duration::from_millis(10));
+    // Generations are small: a short inverter delay keeps 50 of them quick.
+    config.pipeline = PipelineConfig::default().with_invert_delay(Duration::from_millis(50));
     config.timeout = Duration::from_secs(120);
     config
 }

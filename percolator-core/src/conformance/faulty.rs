@@ -101,6 +101,7 @@ pub struct FaultyStore<S: RowStore> {
     random: Mutex<Random>,
     counters: Counters,
     recorded: Mutex<Recorded>,
+    limits: Mutex<Option<StoreLimits>>,
 }
 
 impl<S: RowStore> FaultyStore<S> {
@@ -117,7 +118,16 @@ impl<S: RowStore> FaultyStore<S> {
             }),
             counters: Counters::default(),
             recorded: Mutex::new(Recorded::default()),
+            limits: Mutex::new(None),
         }
+    }
+
+    /// Reports `limits` instead of the inner store's (`None`: the inner store's again). Tighter
+    /// limits make callers that size their batches by [`RowStore::limits`] (the transaction
+    /// layer, applications) split their work as on a store that has them; the inner store
+    /// still applies whatever reaches it.
+    pub fn set_limits(&self, limits: Option<StoreLimits>) {
+        *self.limits.lock() = limits;
     }
 
     /// The next `times` batches matching `predicate` are applied, but the caller gets
@@ -290,7 +300,7 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
     }
 
     fn limits(&self) -> StoreLimits {
-        self.inner.limits()
+        (*self.limits.lock()).unwrap_or_else(|| self.inner.limits())
     }
 
     fn store_id(&self) -> String {

@@ -129,6 +129,12 @@ impl<S: RowStore> Transaction<S> {
         self.faults = Faults::new(hook);
     }
 
+    /// The limits of the store this transaction writes to: how many rows, and operations per
+    /// row, a commit may take (an application that batches sizes its batches by them).
+    pub fn store_limits(&self) -> crate::StoreLimits {
+        self.client.inner.store.limits()
+    }
+
     /// Number of buffered writes.
     pub fn buffered_writes(&self) -> usize {
         self.writes.len()

@@ -268,6 +268,64 @@ pub async fn weak_storm_stays_bounded<F: StoreFactory>(factory: &F) {
     println!("weak storm: {STORM} notifications, {runs} runs, peak {peak} pending");
 }
 
+/// Counts its runs (as [`Storm`] does) and records when each started; waits
+/// [`BATCH_DELAY`] before a run.
+struct Batched(Arc<parking_lot::Mutex<Vec<std::time::Instant>>>);
+
+/// [`Batched`]'s batch delay.
+const BATCH_DELAY: Duration = Duration::from_secs(2);
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Batched {
+    fn name(&self) -> &str {
+        "batched"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak("batched", "ping")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        self.0.lock().push(std::time::Instant::now());
+        let runs = counter(txn, "batched_log", &change.row, "runs").await;
+        txn.set("batched_log", &change.row, "runs", (runs + 1).to_string())?;
+        Ok(())
+    }
+    fn batch_delay(&self) -> Duration {
+        BATCH_DELAY
+    }
+}
+
+/// An observer with a batch delay runs no sooner than the delay after its notification, and
+/// every notification arriving meanwhile collapses into that one run.
+pub async fn batch_delay_collapses_notifications<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let starts = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut observers = Observers::new();
+    observers.register(Batched(Arc::clone(&starts))).unwrap();
+    let runtime = start(&store, observers).await;
+    let c = runtime.client().clone();
+    let first_notified = std::time::Instant::now();
+    for _ in 0..10 {
+        c.notify_weak("batched", "row", "ping").await.unwrap();
+    }
+    assert!(
+        first_notified.elapsed() < BATCH_DELAY,
+        "the notifications took longer than the delay"
+    );
+    idle(&runtime).await;
+    let reader = c.begin().await.unwrap();
+    assert_eq!(counter(&reader, "batched_log", b"row", "runs").await, 1);
+    let starts = starts.lock().clone();
+    assert_eq!(starts.len(), 1, "runs started (retries included)");
+    assert!(
+        starts[0].duration_since(first_notified) >= BATCH_DELAY,
+        "ran {:?} after the first notification, before the batch delay",
+        starts[0].duration_since(first_notified)
+    );
+    let stats = runtime.shutdown().await.unwrap();
+    assert!(stats.lingered > 0, "no scan saw the row lingering");
+    assert_eq!(stats.notifications_cleared, 10);
+}
+
 /// A writer that writes `obs/a:x` (primary) and the observed `obs/b:v` = 7, and "dies" at `step`.
 async fn crashed_writer<S: RowStore>(store: &Arc<S>, step: CommitStep) -> Client<S> {
     let w = Client::builder(Arc::clone(store))

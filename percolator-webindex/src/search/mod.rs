@@ -4,14 +4,16 @@
 //! default, AND) finds the canonical documents containing every term, in the title or the body;
 //! [`Mode::Any`] (OR) those containing at least one. Every query reads one snapshot:
 //!
-//! 1. the corpus counts (`corpus`, 64 cells: documents N and their total length);
-//! 2. every posting of every query term (`index` rows). A term's document frequency is the
-//!    number of its postings in that snapshot, so it is exact: the exporter writes a document's
-//!    postings and its corpus count in one transaction;
+//! 1. the corpus counts (`corpus`, one cell per index shard: documents N and their total
+//!    length);
+//! 2. every posting of every query term (its `index` row: one cell per chunk holding the term,
+//!    see [`crate::postings`]). A term's document frequency is the number of its postings in
+//!    that snapshot, so it is exact: the inverter writes a shard's postings and its corpus
+//!    counts in one transaction;
 //! 3. BM25 over title and body ([`rank`]) for every matching document: the total is their
 //!    number;
-//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the canonical URL
-//!    (postings name the cluster), the anchor terms of links to the document and its inlink
+//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the cluster (from
+//!    the chunk's directory: postings name a slot), its canonical URL, the anchor terms of links to the document and its inlink
 //!    count (`anchor_terms`), added to the score;
 //! 5. for the page of hits returned: the title and a [`snippet`](mod@snippet) from the stored
 //!    HTML.
@@ -23,7 +25,7 @@ pub mod latency;
 pub mod rank;
 pub mod snippet;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use futures::future::try_join_all;
@@ -31,10 +33,12 @@ use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::html::page_text;
+use crate::postings::{ChunkIter, Directory};
 use crate::schema::{
-    ANCHOR_TERMS, CANONICAL, CLUSTERS, CORPUS, DOCUMENTS, INDEX, RAW, SUMMARY, TITLE,
+    ANCHOR_TERMS, CANONICAL, CHUNK_CLUSTERS, CLUSTERS, CORPUS, COUNTS, DOCUMENTS, INDEX,
+    INDEX_DOCS, RAW, SUMMARY, TITLE,
 };
-use crate::terms::{AnchorTerms, CorpusCounts, decode_posting, distinct_terms};
+use crate::terms::{AnchorTerms, CorpusCounts, Posting, distinct_terms};
 pub use snippet::Snippet;
 
 /// The most distinct terms a query may have (more is an error, never a silently cut query).
@@ -153,8 +157,8 @@ pub struct SearchResults {
 
 /// A matching document while ranking.
 struct Candidate {
-    /// The index column: the cluster's hash.
-    column: Bytes,
+    /// Where its postings are: the chunk and the slot in it.
+    slot: (Bytes, u32),
     /// Its canonical URL, once looked up (empty before).
     url: Bytes,
     score: f64,
@@ -199,16 +203,25 @@ pub async fn search<S: RowStore>(
     };
 
     // BM25 over every matching document.
-    let mut matches: HashMap<Bytes, (f64, usize)> = HashMap::new();
+    let mut matches: HashMap<(Bytes, u32), (f64, usize)> = HashMap::new();
     let mut weights = Vec::with_capacity(results.terms.len());
     for term in &results.terms {
         let row = Bytes::from(term.clone());
-        let postings = txn.scan(INDEX, row.clone()..=row, Columns::All).await?;
+        let chunks = txn.scan(INDEX, row.clone()..=row, Columns::All).await?;
+        // A corrupt chunk reads as far as it decodes (the check reports it).
+        let postings: Vec<((Bytes, u32), Posting)> = chunks
+            .iter()
+            .filter_map(|item| Some((&item.column, ChunkIter::new(&item.value).ok()?)))
+            .flat_map(|(chunk, postings)| {
+                postings
+                    .map_while(std::result::Result::ok)
+                    .map(move |(slot, posting)| ((chunk.clone(), slot), posting))
+            })
+            .collect();
         let idf = rank::idf(corpus.documents.max(0) as u64, postings.len() as u64);
         weights.push((term.clone(), idf));
-        for item in postings {
-            let posting = decode_posting(&item.value).unwrap_or_default();
-            let entry = matches.entry(item.column).or_default();
+        for (key, posting) in postings {
+            let entry = matches.entry(key).or_default();
             entry.0 += rank::term_score(idf, &posting, average_length);
             entry.1 += 1;
         }
@@ -220,8 +233,8 @@ pub async fn search<S: RowStore>(
     let mut candidates: Vec<Candidate> = matches
         .into_iter()
         .filter(|(_, (_, matched))| *matched >= needed)
-        .map(|(column, (score, _))| Candidate {
-            column,
+        .map(|(slot, (score, _))| Candidate {
+            slot,
             url: Bytes::new(),
             score,
             inlinks: 0,
@@ -233,12 +246,31 @@ pub async fn search<S: RowStore>(
     // Anchors and inlinks for the best of them.
     let wanted = options.offset.saturating_add(options.limit);
     candidates.truncate(RERANK_POOL.max(wanted.saturating_mul(4)));
-    let found = try_join_all(candidates.iter().map(|c| {
+    let chunks: HashSet<&Bytes> = candidates.iter().map(|c| &c.slot.0).collect();
+    let directories: HashMap<Bytes, Directory> = try_join_all(chunks.into_iter().map(|chunk| {
         let txn = &txn;
         async move {
-            // Postings name the cluster; its canonical URL is in `clusters`.
-            let Some(url) = txn.get(CLUSTERS, &c.column, CANONICAL).await? else {
+            let cell = txn.get(INDEX_DOCS, chunk, CHUNK_CLUSTERS).await?;
+            Ok::<_, Error>((chunk.clone(), Directory::decode(&cell.unwrap_or_default())))
+        }
+    }))
+    .await?
+    .into_iter()
+    .collect();
+    let found = try_join_all(candidates.iter().map(|c| {
+        let (txn, directories) = (&txn, &directories);
+        async move {
+            // Postings name a slot of a chunk, the chunk's directory the cluster, and the
+            // cluster its canonical URL.
+            let Some(cluster) = directories
+                .get(&c.slot.0)
+                .and_then(|d| d.cluster(c.slot.1))
+                .filter(|c| !c.is_empty())
+            else {
                 return Ok::<_, Error>(None);
+            };
+            let Some(url) = txn.get(CLUSTERS, cluster, CANONICAL).await? else {
+                return Ok(None);
             };
             let summary = txn.get(ANCHOR_TERMS, &url, SUMMARY).await?;
             Ok(Some((url, summary)))
@@ -279,14 +311,14 @@ fn sort(candidates: &mut [Candidate]) {
         b.score
             .total_cmp(&a.score)
             .then_with(|| a.url.cmp(&b.url))
-            .then_with(|| a.column.cmp(&b.column))
+            .then_with(|| a.slot.cmp(&b.slot))
     });
 }
 
 /// The corpus counts summed over their shards.
 async fn corpus_counts<S: RowStore>(txn: &Transaction<S>) -> Result<CorpusCounts> {
     Ok(txn
-        .scan::<Bytes>(CORPUS, .., Columns::All)
+        .scan::<Bytes>(CORPUS, .., Columns::one(COUNTS))
         .await?
         .iter()
         .fold(CorpusCounts::default(), |sum, item| {

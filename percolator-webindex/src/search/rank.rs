@@ -54,14 +54,6 @@ pub fn anchor_score(terms: &[(String, f64)], anchors: &AnchorTerms) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::terms::TermCounts;
-
-    fn posting(title: u32, body: u32, length: u32) -> Posting {
-        Posting {
-            counts: TermCounts { title, body },
-            length,
-        }
-    }
 
     #[test]
     fn rarer_terms_weigh_more_and_idf_is_never_negative() {
@@ -73,14 +65,14 @@ mod tests {
     #[test]
     fn title_frequency_and_length_order_pages() {
         let w = idf(100, 10);
-        let title = term_score(w, &posting(1, 0, 100), 100.0);
-        let body_once = term_score(w, &posting(0, 1, 100), 100.0);
-        let body_often = term_score(w, &posting(0, 5, 100), 100.0);
+        let title = term_score(w, &Posting::new(1, 0, 100), 100.0);
+        let body_once = term_score(w, &Posting::new(0, 1, 100), 100.0);
+        let body_often = term_score(w, &Posting::new(0, 5, 100), 100.0);
         assert!(title > body_once && body_often > body_once);
-        let short = term_score(w, &posting(0, 2, 50), 100.0);
-        let long = term_score(w, &posting(0, 2, 1000), 100.0);
+        let short = term_score(w, &Posting::new(0, 2, 50), 100.0);
+        let long = term_score(w, &Posting::new(0, 2, 1000), 100.0);
         assert!(short > long);
-        assert_eq!(term_score(w, &posting(0, 0, 10), 100.0), 0.0);
+        assert_eq!(term_score(w, &Posting::new(0, 0, 10), 100.0), 0.0);
     }
 
     #[test]
