@@ -209,6 +209,9 @@ pub(crate) struct Shared<S: RowStore> {
     /// Rows whose observers have a batch delay and whose run a timer is waiting to start
     /// (`scanner::arm_batch_timer`).
     pub(crate) lingering: Mutex<HashSet<(Bytes, Bytes)>>,
+    /// The tables with a batching observer, each with its shortest delay
+    /// ([`crate::Observers::batching_tables`], computed once).
+    pub(crate) batching: Vec<(Bytes, Duration)>,
 }
 
 /// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
@@ -243,6 +246,7 @@ impl<S: RowStore> Runtime<S> {
         let failures = RowFailures::new(config.failure_backoff, config.failure_backoff_max);
         let names = observers.names();
         let sweeps = config.dead_worker_sweep.is_some();
+        let batching = observers.batching_tables();
         let shared = Arc::new(Shared {
             client,
             tables: observers.tables(),
@@ -258,6 +262,7 @@ impl<S: RowStore> Runtime<S> {
             positions: (0..scanners).map(|_| Mutex::new(None)).collect(),
             lock_sweep_owed: AtomicBool::new(sweeps),
             lingering: Mutex::new(HashSet::new()),
+            batching,
         });
         let mut handles: Vec<JoinHandle<()>> = if shared.tables.is_empty() {
             Vec::new()
@@ -266,7 +271,7 @@ impl<S: RowStore> Runtime<S> {
                 .map(|id| tokio::spawn(crate::scanner::scan_loop(Arc::clone(&shared), id)))
                 .collect()
         };
-        for (table, delay) in shared.observers.batching_tables() {
+        for (table, delay) in shared.batching.clone() {
             handles.push(tokio::spawn(crate::scanner::batch_scan_loop(
                 Arc::clone(&shared),
                 table,

@@ -219,6 +219,10 @@ async fn start_run<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Not
 /// The longest batch delay ([`crate::Observer::batch_delay`]) of the observers of `row`'s dirty
 /// columns.
 fn batch_delay<S: RowStore>(shared: &Shared<S>, table: &Bytes, row: &NotifyRow) -> Duration {
+    // Most tables have no batching observer: no per-column lookup for them.
+    if !shared.batching.iter().any(|(t, _)| t == table) {
+        return Duration::ZERO;
+    }
     row.columns
         .iter()
         .map(|(column, _)| shared.observers.batch_delay(table, column))

@@ -14,11 +14,12 @@
 //! 4. [`Exporter`] (strong, `clusters:canonical`): records the cluster's canonical document and
 //!    its terms (`clusters:exported`) and queues the cluster in its index shard
 //!    (`index_queue`), weakly notifying the shard.
-//! 5. [`Inverter`] (weak, `index_queue:invert`): applies up to [`INVERT_BATCH`] queued clusters
-//!    of one shard to the shard's posting blocks (`index`) and corpus counts (`corpus`) in one
-//!    transaction. A term's postings for a whole batch cost one write instead of one per
-//!    document: this is what keeps indexing throughput flat as the backlog grows (see
-//!    [`crate::postings`]). A document is searchable once its shard's inverter has run.
+//! 5. [`Inverter`] (weak, `index_queue:invert`, after a batch delay): turns up to
+//!    [`INVERT_BATCH`] queued clusters of one shard into a new posting chunk (`index`,
+//!    `index_docs`) and updates the shard's corpus counts (`corpus`) in one transaction. A
+//!    term's postings for a whole batch cost one write instead of one per document: this is
+//!    what keeps indexing throughput flat as the backlog grows (see [`crate::postings`]). A
+//!    document is searchable once its shard's inverter has run.
 //!
 //! Every observer writes a cell that every concurrent run for the same target also writes
 //! (`canonical`, `forwarded_to`, the queue cell, the ack), so snapshot isolation serializes
@@ -479,14 +480,6 @@ pub struct Inverter {
     pub delay: Duration,
 }
 
-impl Default for Inverter {
-    fn default() -> Self {
-        Self {
-            delay: INVERT_DELAY,
-        }
-    }
-}
-
 /// A queued cluster as an inverter run sees it.
 struct QueuedCluster {
     hash: Bytes,
@@ -560,13 +553,13 @@ impl<S: RowStore> Observer<S> for Inverter {
                 .exported
                 .as_deref()
                 .map(|cell| decode_exported(cell).1);
+            // A term both in `old` and `new` counts twice: an overestimate, which is safe.
             let new_rows = [cluster.old.as_ref(), new.as_ref()]
                 .into_iter()
                 .flatten()
                 .flat_map(|terms| terms.counts.keys())
                 .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
-                .collect::<HashSet<_>>()
-                .len();
+                .count();
             let rows =
                 added.len() + removed_terms.len() + new_rows + 2 * (taken + 1) + removed.len();
             if taken > 0 && rows + BOOKKEEPING_ROWS > limits.max_batch_rows {
