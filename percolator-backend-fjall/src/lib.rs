@@ -30,7 +30,8 @@
 //! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
 //! locks and notifications are each written once and deleted once:
 //! - the `lock_mirror` module: the live lock keys, which answer the lock family's conditions;
-//! - the `notify_rows` module: the rows that may hold notifications, which the observers' scans walk.
+//! - the `notify_rows` module: the rows that hold notifications, each with how many, which the
+//!   observers' scans walk.
 //!
 //! Both are rebuilt from the engine on open and hold only what is live: the transactions in
 //! flight and the backlog of notifications. A third structure, the `recent_writes` module,
@@ -47,8 +48,9 @@
 //! all of its puts and deletes — across keyspaces — in **one fjall write batch**, which is
 //! atomic across the keyspaces of one database and **crash-atomic** (the journal holds the batch
 //! between a start and a checksummed end marker; recovery drops a torn batch whole). A batch
-//! whose rows are distinct takes all of their latches in stripe order and applies every
-//! successful item in a single write batch.
+//! whose rows are distinct goes in slices of 512 rows: a slice takes all of its rows' latches in
+//! stripe order and applies every successful item in a single write batch. Only each item is atomic, so a huge batch (an inverter's prewrite of tens of
+//! thousands of term rows) need not hold every latch stripe while it applies.
 //!
 //! **Readers take no row latch.** Every read and scan goes through one fjall [`Snapshot`] (a
 //! sequence number across all keyspaces), and a snapshot never sees half of a write batch: all
@@ -126,6 +128,7 @@ mod lock_mirror;
 mod notify_rows;
 mod recent_writes;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -158,6 +161,10 @@ pub const FJALL_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 10
     .with_persistent(true)
     .with_durable_after_sync(true)
     .with_tracks_snapshot_reads(true);
+
+/// The most rows one write batch of a large distinct-row mutation covers (see
+/// [`FjallStore::mutate_rows`]).
+const LATCHED_SLICE_ROWS: usize = 512;
 
 /// How to open a [`FjallStore`].
 ///
@@ -482,49 +489,52 @@ impl FjallStore {
         Ok(())
     }
 
-    /// Fills [`Self::notify_rows`] from the notify keyspace: one seek per row that holds a
-    /// notification.
+    /// Fills [`Self::notify_rows`] from the notify keyspace: every live notify key is counted in
+    /// its row.
     fn load_notify_rows(&self) -> Result<(), StoreError> {
-        let snapshot = self.db.snapshot();
-        let keyspace = self.keyspace(Family::Notify);
-        let mut cursor = Vec::new();
-        while let Some(k) = first_key(&snapshot, keyspace, cursor.clone().., "open")? {
-            let row_prefix = row_prefix_of(&k)?;
-            cursor = prefix_end(row_prefix);
-            self.notify_rows.insert(row_prefix);
+        for guard in self.db.snapshot().iter(self.keyspace(Family::Notify)) {
+            let k = guard.key().map_err(|e| backend("open", e))?;
+            self.notify_rows.add(row_prefix_of(&k)?, 1);
         }
         Ok(())
     }
 
-    /// Whether the latest state of the engine holds a notify key in the row `row_prefix`.
-    fn row_has_notifications(&self, row_prefix: &[u8]) -> Result<bool, StoreError> {
-        let snapshot = self.db.snapshot();
-        Ok(first_key(
-            &snapshot,
-            self.keyspace(Family::Notify),
-            row_prefix.to_vec()..prefix_end(row_prefix),
-            "notify rows",
-        )?
-        .is_some())
+    /// How the notify keys of each row change if `writes` apply: per row, the keys that the
+    /// final writes put and the engine's latest state lacks, less those they delete and it holds
+    /// (point lookups; the caller holds the rows' latches, so the answers stay true until the
+    /// writes apply).
+    fn notify_deltas(&self, writes: &[KeyWrite]) -> Result<Vec<(Vec<u8>, i64)>, StoreError> {
+        let mut last: HashMap<&[u8], bool> = HashMap::new();
+        for w in writes.iter().filter(|w| w.family == Family::Notify) {
+            last.insert(&w.key, w.value.is_some());
+        }
+        let keyspace = self.keyspace(Family::Notify);
+        let mut deltas: HashMap<&[u8], i64> = HashMap::new();
+        for (key, put) in last {
+            let exists = keyspace
+                .contains_key(key)
+                .map_err(|e| backend("notify count", e))?;
+            let delta = match (exists, put) {
+                (false, true) => 1,
+                (true, false) => -1,
+                _ => continue,
+            };
+            *deltas.entry(row_prefix_of(key)?).or_default() += delta;
+        }
+        Ok(deltas
+            .into_iter()
+            .filter(|(_, delta)| *delta != 0)
+            .map(|(row, delta)| (row.to_vec(), delta))
+            .collect())
     }
 
     /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_rows`]
-    /// a superset of the rows with notify cells: a row the writes put a notification in enters
-    /// the set before they apply; a row they only delete notifications from leaves it after
-    /// they applied, if the engine then shows none. (Judged by the final writes: a put that a
-    /// later mutation of the same item deleted again puts nothing.)
+    /// counting each row's notify keys: the new keys count before the writes apply, the deleted
+    /// ones stop counting after (see [`notify_rows`]).
     fn apply(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
-        let mut puts = Vec::new();
-        let mut deletes = Vec::new();
-        for w in writes.iter().filter(|w| w.family == Family::Notify) {
-            let row_prefix = row_prefix_of(&w.key)?.to_vec();
-            match w.value {
-                Some(_) => puts.push(row_prefix),
-                None => deletes.push(row_prefix),
-            }
-        }
-        for row_prefix in &puts {
-            self.notify_rows.insert(row_prefix);
+        let notify = self.notify_deltas(&writes)?;
+        for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d > 0) {
+            self.notify_rows.add(row_prefix, delta.unsigned_abs());
         }
         let lock_writes = LockMirror::writes_of(&writes);
         let write_family: Vec<KeyWrite> = writes
@@ -532,7 +542,13 @@ impl FjallStore {
             .filter(|w| w.family == Family::Write)
             .cloned()
             .collect();
-        self.commit_writes(writes)?;
+        if let Err(e) = self.commit_writes(writes) {
+            // Nothing applied: the new keys do not count.
+            for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d > 0) {
+                self.notify_rows.subtract(row_prefix, delta.unsigned_abs());
+            }
+            return Err(e);
+        }
         self.locks.applied(lock_writes);
         if self.recent.applied(&write_family) {
             // Over its bound: forget the older half, off this thread.
@@ -541,12 +557,8 @@ impl FjallStore {
                 .name("fjall-forget".into())
                 .spawn(move || recent.forget_oldest());
         }
-        for row_prefix in deletes.iter().filter(|r| !puts.contains(r)) {
-            // The writes are applied: a failed look only leaves the row in the set (allowed),
-            // it does not turn the mutation into an error.
-            if matches!(self.row_has_notifications(row_prefix), Ok(false)) {
-                self.notify_rows.remove(row_prefix);
-            }
+        for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d < 0) {
+            self.notify_rows.subtract(row_prefix, delta.unsigned_abs());
         }
         Ok(())
     }
@@ -584,6 +596,26 @@ impl FjallStore {
                 list.sort();
                 list.dedup();
                 let limit = read.max_versions.unwrap_or(usize::MAX);
+                if read.ts.lo == read.ts.hi && limit > 0 {
+                    // One version per column (a read of the data a write record points at): a
+                    // point lookup, which bloom filters answer without merging every table's
+                    // iterator as a range does.
+                    for column in &list {
+                        let mut cell_key = key::column_prefix(table, row, column);
+                        key::encode_ts(&mut cell_key, read.ts.lo);
+                        if let Some(v) = snapshot
+                            .get(keyspace, cell_key)
+                            .map_err(|e| backend("read", e))?
+                        {
+                            out.push(Cell {
+                                column: column.clone(),
+                                ts: read.ts.lo,
+                                value: Bytes::copy_from_slice(&v),
+                            });
+                        }
+                    }
+                    return Ok(out);
+                }
                 for column in &list {
                     let prefix = key::column_prefix(table, row, column);
                     let (lo, hi) = version_bounds(&prefix, read.ts);
@@ -957,11 +989,22 @@ impl RowStore for FjallStore {
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         tokio::task::consume_budget().await;
         validate_batch(&batch, &FJALL_LIMITS)?;
-        // Taken before any row latch (a scan cycling the gates holds no latch).
-        let _gate = self.latches.gate_for(&batch);
         if rows_are_distinct(&batch) {
-            self.mutate_distinct_rows(&batch)
+            // Each item is atomic on its row and nothing more (the trait's contract), so a large
+            // batch goes in slices, each holding only its own rows' latches. In one piece, the
+            // inverter's prewrite of tens of thousands of term rows held nearly every latch
+            // stripe for the whole batch and stalled every other writer and point reader of the
+            // process. (The task does not yield between slices: a batch that waited its turn
+            // behind every other run once per slice took ten times as long.)
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for slice in batch.chunks(LATCHED_SLICE_ROWS) {
+                // Taken before any row latch (a scan cycling the gates holds no latch).
+                let _gate = self.latches.gate_for(slice);
+                outcomes.extend(self.mutate_distinct_rows(slice)?);
+            }
+            Ok(outcomes)
         } else {
+            let _gate = self.latches.gate_for(&batch);
             // Items on the same row must see each other's effects: apply one by one.
             batch.iter().map(|item| self.mutate_one(item)).collect()
         }
@@ -1045,13 +1088,47 @@ mod tests {
             ts: TsRange::ALL,
         };
         // Put and deleted again by one mutation: nothing to remember.
+        let put_at = |ts| Mutation::Put {
+            family: Family::Notify,
+            column: Bytes::from("c"),
+            ts,
+            value: Bytes::new(),
+        };
+        let delete_at = |ts| Mutation::Delete {
+            family: Family::Notify,
+            column: Bytes::from("c"),
+            ts,
+        };
+        let row = key::row_prefix(b"t", b"r");
         apply(vec![put(), delete()]);
         assert_eq!(store.notify_rows.len(), 0);
         apply(vec![put()]);
         apply(vec![put()]);
         assert_eq!(store.notify_rows.len(), 1);
+        assert_eq!(
+            store.notify_rows.count(&row),
+            1,
+            "a put over a live key adds none"
+        );
         apply(vec![delete()]);
         assert_eq!(store.notify_rows.len(), 0);
+        // Counted per key: the row stays while one is left.
+        apply(vec![put_at(2), put_at(3), put_at(4)]);
+        assert_eq!(store.notify_rows.count(&row), 3);
+        apply(vec![delete_at(2), delete_at(9)]);
+        assert_eq!(
+            store.notify_rows.count(&row),
+            2,
+            "deleting an absent key removes none"
+        );
+        apply(vec![delete_at(3), put_at(5)]);
+        assert_eq!(store.notify_rows.count(&row), 2);
+        // Reopening counts what the engine holds.
+        drop(store);
+        let store = FjallStore::open(dir.path()).unwrap();
+        assert_eq!(store.notify_rows.count(&row), 2);
+        let cells = scan_all(&store, Family::Notify).unwrap();
+        assert_eq!(cells.iter().map(|r| r.cells.len()).sum::<usize>(), 2);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A fault at every step of the commit protocol, then lazy resolution: the right outcome, and no
-//! locks left. Also: a failed `sync` after the commit point, and reads that fail and batches
-//! that are dropped before they apply.
+//! locks left. Also: a failed `sync` after the commit point, reads that fail and batches that
+//! are dropped before they apply, and clearing notifications while status reads fail.
 
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -675,4 +676,86 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
         c.settle(&Error::Aborted { start_ts: 1 }).await,
         Err(Error::InvalidInput(_))
     ));
+}
+
+/// Clearing a notification needs its writer's status. A transaction this client committed is
+/// known without a read (recorded at its commit point); another client's is read from its
+/// primary: while every read fails, only the own one clears (and not for a snapshot older than
+/// the notification).
+pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
+    let ours = Client::builder(Arc::clone(&store))
+        .local_oracle()
+        .config(fast_config())
+        .observe(&watched)
+        .build()
+        .await
+        .unwrap();
+    let theirs = Client::builder(Arc::clone(&store))
+        .local_oracle()
+        .config(fast_config())
+        .observe(&watched)
+        .build()
+        .await
+        .unwrap();
+    let before = ours.begin().await.unwrap().start_ts();
+    for (c, row) in [(&ours, "ours"), (&theirs, "theirs")] {
+        let mut t = c.begin().await.unwrap();
+        t.set(TABLE, row, "watched", "x").unwrap();
+        t.commit().await.unwrap();
+    }
+    let snapshot = ours.begin().await.unwrap().start_ts();
+    let pending = ours
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    let versions = |row: &str| {
+        let found = pending
+            .iter()
+            .find(|p| p.row.as_ref() == row.as_bytes())
+            .unwrap_or_else(|| panic!("no notification in row {row}"));
+        assert_eq!(found.columns.len(), 1);
+        found.columns[0].1.clone()
+    };
+    let (own, foreign) = (versions("ours"), versions("theirs"));
+    assert!(own.iter().chain(&foreign).all(|v| v.writer.is_some()));
+    let addr = |row: &str| CellAddr::new(TABLE, row.to_owned(), "watched");
+
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 1.0,
+            ..FaultRates::NONE
+        },
+        0,
+    );
+    // Newer than `before`: kept.
+    let kept = ours
+        .clear_notifications(&addr("ours"), &own, before)
+        .await
+        .expect("no read needed");
+    assert_eq!((kept.deleted, kept.kept), (0, 1));
+    let err = ours
+        .clear_notifications(&addr("theirs"), &foreign, snapshot)
+        .await
+        .expect_err("another client's commit needs a status read");
+    assert!(err.is_retryable(), "{err:?}");
+    let cleared = ours
+        .clear_notifications(&addr("ours"), &own, snapshot)
+        .await
+        .expect("no read needed");
+    assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    assert!(store.injected().reads_failed > 0);
+
+    store.clear_random_faults();
+    let cleared = ours
+        .clear_notifications(&addr("theirs"), &foreign, snapshot)
+        .await
+        .unwrap();
+    assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    let left = ours
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
 }

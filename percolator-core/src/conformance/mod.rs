@@ -202,6 +202,7 @@ macro_rules! conformance_tests {
             fault_run_retries_a_failed_begin => fault_cases::run_retries_a_failed_begin,
             fault_failed_reads_and_dropped_batches => fault_cases::failed_reads_and_dropped_batches,
             fault_settle_undetermined_commits => fault_cases::settle_undetermined_commits,
+            fault_clearing_own_notifications_needs_no_status_read => fault_cases::clearing_own_notifications_needs_no_status_read,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
             oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
             oracle_second_oracle_never_interleaves => oracle_cases::second_oracle_never_interleaves,

@@ -48,6 +48,9 @@ pub(crate) struct ClientInner<S: RowStore> {
     /// Faults armed for every commit of this client (empty without `fault-injection`).
     pub(super) faults: Faults,
     pub(super) lease_refresher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Transactions this client committed, for clearing their notifications without a status
+    /// read.
+    pub(crate) recent_commits: super::recent_commits::RecentCommits,
 }
 
 impl<S: RowStore> Drop for ClientInner<S> {
@@ -194,6 +197,7 @@ impl<S: RowStore> ClientBuilder<S> {
                 renewal: Some(renewal),
                 faults: self.faults,
                 lease_refresher: parking_lot::Mutex::new(Some(refresher)),
+                recent_commits: Default::default(),
             }),
         })
     }

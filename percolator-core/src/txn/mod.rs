@@ -30,6 +30,7 @@ mod metrics;
 mod notify;
 mod one_phase;
 mod read;
+mod recent_commits;
 mod resolve;
 mod retry;
 mod transaction;

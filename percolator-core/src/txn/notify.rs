@@ -305,7 +305,14 @@ impl<S: RowStore> Client<S> {
                 Some(primary) => match statuses.get(&(primary, version.ts)) {
                     Some(&done) => done,
                     None => {
-                        let done = match self.inner.check_status(primary, version.ts, true).await? {
+                        // A commit of this client's own needs no status read (see
+                        // `recent_commits`).
+                        let status = match self.inner.recent_commits.commit_ts(primary, version.ts)
+                        {
+                            Some(commit_ts) => TxnStatus::Committed { commit_ts },
+                            None => self.inner.check_status(primary, version.ts, true).await?,
+                        };
+                        let done = match status {
                             TxnStatus::Committed { commit_ts } => commit_ts <= snapshot_ts,
                             TxnStatus::RolledBack | TxnStatus::NotFound => true,
                             TxnStatus::Locked { .. } => false,

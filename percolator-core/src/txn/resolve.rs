@@ -297,6 +297,7 @@ mod tests {
             renewal: None,
             faults: Default::default(),
             lease_refresher: parking_lot::Mutex::new(None),
+            recent_commits: Default::default(),
         }
     }
 
