@@ -12,7 +12,9 @@ use futures::future::BoxFuture;
 
 use super::faulty::{FaultRates, FaultyStore, is_commit, is_prewrite};
 use super::hooks::{CrashAt, PauseAt};
-use super::{StoreFactory, client, client_with, fast_config, fault_seed, patient_client};
+use super::{
+    StoreFactory, client, client_with, fast_config, fault_seed, observing_client, patient_client,
+};
 use crate::error::{Error, StoreError};
 use crate::fault::CommitStep;
 use crate::records::{CellAddr, SHORT_VALUE_MAX};
@@ -685,20 +687,8 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
 pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let ours = Client::builder(Arc::clone(&store))
-        .local_oracle()
-        .config(fast_config())
-        .observe(&watched)
-        .build()
-        .await
-        .unwrap();
-    let theirs = Client::builder(Arc::clone(&store))
-        .local_oracle()
-        .config(fast_config())
-        .observe(&watched)
-        .build()
-        .await
-        .unwrap();
+    let ours = observing_client(&store, &watched).await;
+    let theirs = observing_client(&store, &watched).await;
     let before = ours.begin().await.unwrap().start_ts();
     for (c, row) in [(&ours, "ours"), (&theirs, "theirs")] {
         let mut t = c.begin().await.unwrap();

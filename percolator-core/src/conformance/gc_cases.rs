@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::faulty::{FaultyStore, is_prewrite};
 use super::hooks::{CrashAt, PauseAt};
-use super::{StoreFactory, client_with, fast_config};
+use super::{StoreFactory, client_with, fast_config, observing_client};
 use crate::error::Error;
 use crate::fault::CommitStep;
 use crate::gc::GcConfig;
@@ -426,13 +426,7 @@ pub async fn sweeps_dead_workers<F: StoreFactory>(factory: &F) {
 pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let declared = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let writer = Client::builder(Arc::clone(&store))
-        .local_oracle()
-        .config(fast_config())
-        .observe(&declared)
-        .build()
-        .await
-        .unwrap();
+    let writer = observing_client(&store, &declared).await;
     assert!(writer.is_registered(TABLE, "watched"));
     assert!(!writer.is_registered(TABLE, "orphan"));
     for row in ["a", "b", "c"] {
@@ -483,13 +477,7 @@ pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F
 pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let c = Client::builder(Arc::clone(&store))
-        .local_oracle()
-        .config(fast_config())
-        .observe(&watched)
-        .build()
-        .await
-        .unwrap();
+    let c = observing_client(&store, &watched).await;
     // Each row: a value, then an observer run's ack; "dead" and "pending" then lose the value.
     for row in ["live", "dead", "pending"] {
         let mut t = c.begin().await.unwrap();

@@ -145,6 +145,21 @@ pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Clie
         .expect("client")
 }
 
+/// A client (like [`client`]) whose commits notify `column` strongly: what a writer declares
+/// for an observer of it.
+pub async fn observing_client<S: RowStore>(
+    store: &Arc<S>,
+    column: &crate::txn::ObservedColumn,
+) -> Client<S> {
+    Client::builder(Arc::clone(store))
+        .local_oracle()
+        .config(fast_config())
+        .observe(column)
+        .build()
+        .await
+        .expect("client")
+}
+
 /// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
 /// The calling crate needs `tokio` (macros, rt-multi-thread) as a dev-dependency.
 #[macro_export]
