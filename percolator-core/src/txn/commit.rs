@@ -170,8 +170,6 @@ impl<S: RowStore> Client<S> {
         } else {
             notify_record.encode()
         };
-        // Only a transaction that wrote notifications is remembered as committed.
-        let notifier = (!notify_value.is_empty()).then_some(&primary);
 
         faults.at(CommitStep::BeforePrewrite, start_ts).await?;
         if self.one_phase_eligible(row_count, notify_only.len(), &faults)
@@ -180,7 +178,7 @@ impl<S: RowStore> Client<S> {
                 .await?
         {
             return self
-                .after_commit_point(notifier, start_ts, commit_ts, &[], &faults, cells)
+                .after_commit_point(&primary, start_ts, commit_ts, &[], &faults, cells)
                 .await;
         }
         if let Err(e) = self
@@ -232,7 +230,7 @@ impl<S: RowStore> Client<S> {
         let commit_ts = self
             .with_heartbeat(&primary, start_ts, primary_lock, to_commit_point)
             .await?;
-        self.after_commit_point(notifier, start_ts, commit_ts, &rows[1..], &faults, cells)
+        self.after_commit_point(&primary, start_ts, commit_ts, &rows[1..], &faults, cells)
             .await
     }
 
@@ -240,20 +238,17 @@ impl<S: RowStore> Client<S> {
     /// one-phase commit).
     pub(super) async fn after_commit_point(
         &self,
-        notifier: Option<&CellAddr>,
+        primary: &CellAddr,
         start_ts: u64,
         commit_ts: u64,
         secondaries: &[RowWrites],
         faults: &Faults,
         cells: usize,
     ) -> Result<CommitInfo> {
-        // Final from here on: clearing this transaction's notifications (if it wrote any, with
-        // primary `notifier`) needs no status read.
-        if let Some(primary) = notifier {
-            self.inner
-                .recent_commits
-                .record(primary, start_ts, commit_ts);
-        }
+        // Final from here on: clearing this transaction's notifications needs no status read.
+        self.inner
+            .recent_commits
+            .record(primary, start_ts, commit_ts);
         if self.config().durable_commits
             && let Err(source) = self.inner.store.sync().await
         {

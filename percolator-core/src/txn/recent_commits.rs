@@ -7,9 +7,8 @@
 //! uncommitted notifier would drop its change. Knowing means a status read at the primary: a
 //! range lookup of the primary's write records, 5% of all CPU of a 10 000-page index run on
 //! fjall. But in one process most notifiers are this client's own transactions, and a
-//! transaction's commit is final once its commit point is reached: the client records it then
-//! (only transactions that wrote notifications, so the rest pay nothing), and the answer needs no
-//! read.
+//! transaction's commit is final once its commit point is reached: the client records it then,
+//! and the answer needs no read.
 //!
 //! The record is bounded ([`CAPACITY`] transactions, the oldest forgotten first) and sharded by
 //! start timestamp, so concurrent commits rarely meet on a lock. A forgotten or foreign
