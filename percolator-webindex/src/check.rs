@@ -22,14 +22,14 @@
 //! per canonical, the number and a 64-bit fingerprint (a wrapping sum of xxh3 hashes) of what
 //! should be there — its anchors, its terms — with what is there, instead of holding both sets.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::{Client, Columns, Result, RowStore, ScanItem, Transaction};
 use serde::{Deserialize, Serialize};
 
-use super::postings::{Directory, PostingChunk};
+use super::postings::{Directory, PostingChunk, RareChunk, is_rare_row, rare_row};
 use super::schema::*;
 use super::terms::{AnchorTerms, CorpusCounts, PageTerms, encode_posting};
 
@@ -359,17 +359,26 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     .await?;
     let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
     let mut start = Bound::Unbounded;
-    let mut last_term: Option<Bytes> = None;
+    // Distinct terms, by 64-bit hash (a term is in its own row, its bucket's, or both).
+    let mut terms: HashSet<u64> = HashSet::new();
     let mut orphans = 0usize;
     loop {
         let page = txn.scan_page(INDEX, start, Columns::All, PAGE_ROWS).await?;
         for item in page.items {
-            if last_term.as_ref() != Some(&item.row) {
-                summary.terms += 1;
-                last_term = Some(item.row.clone());
-            }
-            let chunk = match PostingChunk::decode(&item.value) {
-                Ok(chunk) => chunk,
+            // An own-row cell holds one term's postings; a bucket cell those of its rare terms.
+            let decoded = if is_rare_row(&item.row) {
+                RareChunk::decode(&item.value).map(|bucket| {
+                    bucket
+                        .terms
+                        .into_iter()
+                        .map(|(term, postings)| (Bytes::from(term), postings))
+                        .collect::<Vec<_>>()
+                })
+            } else {
+                PostingChunk::decode(&item.value).map(|chunk| vec![(item.row.clone(), chunk)])
+            };
+            let decoded = match decoded {
+                Ok(decoded) => decoded,
                 Err(e) => {
                     violations.push(format!(
                         "index chunk {}/{}: {e}",
@@ -380,17 +389,29 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
                 }
             };
             let directory = directories.get(&item.column);
-            for (slot, posting) in chunk.postings {
-                summary.postings += 1;
-                match directory
-                    .and_then(|d| d.cluster(slot))
-                    .filter(|c| !c.is_empty())
-                {
-                    Some(cluster) => found
-                        .entry(cluster.clone())
-                        .or_default()
-                        .add_pair(&item.row, &encode_posting(posting.counts, posting.length)),
-                    None => orphans += 1,
+            for (term, chunk) in decoded {
+                if is_rare_row(&item.row) && rare_row(&String::from_utf8_lossy(&term)) != item.row {
+                    violations.push(format!(
+                        "index bucket {}/{} holds term {:?} of another bucket",
+                        lossy(&item.row),
+                        lossy(&item.column),
+                        lossy(&term)
+                    ));
+                    continue;
+                }
+                terms.insert(xxhash_rust::xxh3::xxh3_64(&term));
+                for (slot, posting) in chunk.postings {
+                    summary.postings += 1;
+                    match directory
+                        .and_then(|d| d.cluster(slot))
+                        .filter(|c| !c.is_empty())
+                    {
+                        Some(cluster) => found
+                            .entry(cluster.clone())
+                            .or_default()
+                            .add_pair(&term, &encode_posting(posting.counts, posting.length)),
+                        None => orphans += 1,
+                    }
                 }
             }
         }
@@ -399,6 +420,8 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             None => break,
         }
     }
+    summary.terms = terms.len();
+    drop(terms);
     for (hash, chunk) in &posted {
         if !canonicals.contains_key(hash) {
             violations.push(format!(

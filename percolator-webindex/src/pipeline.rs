@@ -36,7 +36,7 @@ use percolator_core::{Columns, Error, ObservedColumn, Result, RowStore, Transact
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::html::parse_page;
-use super::postings::{Directory, Held, PostingChunk};
+use super::postings::{Directory, Held, PostingChunk, RARE_POSTINGS, RareChunk, rare_row};
 use super::schema::*;
 use super::terms::{AnchorTerms, CorpusCounts, PageTerms, Posting};
 use percolator_observers::{Change, Observer, Observers};
@@ -618,10 +618,26 @@ impl<S: RowStore> Observer<S> for Inverter {
             remove_postings(txn, &old_chunk, clusters).await?;
         }
         if !directory.clusters.is_empty() {
-            // Blind writes: nothing was ever written under the new chunk's key.
+            // Blind writes: nothing was ever written under the new chunk's key. A term with
+            // few postings here shares its bucket's cell: most of a batch's terms are rare, and
+            // each cell costs a lock, a write record and its flush and compaction.
+            let mut rare: BTreeMap<Bytes, RareChunk> = BTreeMap::new();
             for (term, postings) in added {
-                let cell = PostingChunk::encode_sorted(postings.into_iter());
-                txn.set(INDEX, term.as_str(), &chunk, cell)?;
+                if postings.len() < RARE_POSTINGS {
+                    let postings = PostingChunk {
+                        postings: postings.into_iter().collect(),
+                    };
+                    rare.entry(rare_row(&term))
+                        .or_default()
+                        .terms
+                        .insert(term, postings);
+                } else {
+                    let cell = PostingChunk::encode_sorted(postings.into_iter());
+                    txn.set(INDEX, term.as_str(), &chunk, cell)?;
+                }
+            }
+            for (row, bucket) in rare {
+                txn.set(INDEX, &row, &chunk, bucket.encode())?;
             }
             txn.set(INDEX_DOCS, &chunk, CHUNK_CLUSTERS, directory.encode())?;
             txn.set(CORPUS, &row, NEXT_CHUNK, (next_chunk + 1).to_string())?;
@@ -724,8 +740,11 @@ async fn remove_postings<S: RowStore>(
             slots.entry(term).or_default().push(slot);
         }
     }
+    // A term's postings in a chunk are in its own cell, or else in its bucket's.
+    let mut rare: BTreeMap<Bytes, Vec<(String, Vec<u32>)>> = BTreeMap::new();
     for (term, slots) in slots {
         let Some(cell) = txn.get(INDEX, term.as_str(), chunk).await? else {
+            rare.entry(rare_row(&term)).or_default().push((term, slots));
             continue;
         };
         let mut postings =
@@ -737,6 +756,28 @@ async fn remove_postings<S: RowStore>(
             txn.delete(INDEX, term.as_str(), chunk)?;
         } else {
             txn.set(INDEX, term.as_str(), chunk, postings.encode())?;
+        }
+    }
+    for (row, terms) in rare {
+        let Some(cell) = txn.get(INDEX, &row, chunk).await? else {
+            continue;
+        };
+        let mut bucket = RareChunk::decode(&cell)
+            .map_err(|e| corrupt(format!("bucket {:?}: {e}", lossy(&row))))?;
+        for (term, slots) in terms {
+            if let Some(postings) = bucket.terms.get_mut(&term) {
+                for slot in slots {
+                    postings.postings.remove(&slot);
+                }
+                if postings.is_empty() {
+                    bucket.terms.remove(&term);
+                }
+            }
+        }
+        if bucket.terms.is_empty() {
+            txn.delete(INDEX, &row, chunk)?;
+        } else {
+            txn.set(INDEX, &row, chunk, bucket.encode())?;
         }
     }
     if directory.clusters.iter().all(Bytes::is_empty) {

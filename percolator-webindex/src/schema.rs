@@ -9,7 +9,7 @@
 //! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
 //! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of its inlinks                      |
 //! | `index_queue` | `shard-<nn>` (4)   | `c:<hash>` = what the index holds for a changed cluster ([`Held`](crate::postings::Held)), `invert` (weakly observed trigger) |
-//! | `index`     | term                 | `<chunk>` = the term's postings in that chunk ([`PostingChunk`](crate::postings::PostingChunk)) |
+//! | `index`     | term, or `~rare/<bucket>` | `<chunk>` = the term's postings in that chunk ([`PostingChunk`](crate::postings::PostingChunk)), or those of the bucket's terms rare in it ([`RareChunk`](crate::postings::RareChunk)) |
 //! | `index_docs` | `<chunk>`           | `clusters` = the chunk's clusters by slot ([`Directory`](crate::postings::Directory)) |
 //! | `corpus`    | `shard-<nn>` (4)     | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the indexed clusters of the shard, `next_chunk` |
 //!

@@ -13,7 +13,9 @@ use bytes::Bytes;
 use percolator_backend_mem::MemStore;
 use percolator_core::{Client, Columns};
 use percolator_observers::conformance::{idle, start, writer};
-use percolator_webindex::postings::{Directory, Held, PostingChunk};
+use percolator_webindex::postings::{
+    Directory, Held, PostingChunk, RareChunk, is_rare_row, rare_row,
+};
 use percolator_webindex::schema::{
     ANCHOR_TERMS, CHUNK_CLUSTERS, CORPUS, COUNTS, INDEX, INDEX_DOCS, INDEX_QUEUE, INLINKS, SUMMARY,
     index_shard, parse_chunk_key, queued_column, shard_key,
@@ -69,7 +71,16 @@ async fn tampered_index_is_caught() {
     let client = indexed().await;
     let txn = client.begin().await.unwrap();
     let cells = txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap();
-    let cell = cells[cells.len() / 2].clone();
+    // Terms frequent in a chunk have cells of their own, rare ones share their bucket's.
+    let (buckets, own): (Vec<_>, Vec<_>) = cells.into_iter().partition(|c| is_rare_row(&c.row));
+    assert!(
+        !own.is_empty() && !buckets.is_empty(),
+        "{} {}",
+        own.len(),
+        buckets.len()
+    );
+    let cell = own[own.len() / 2].clone();
+    let bucket = buckets[buckets.len() / 2].clone();
     let directories = txn
         .scan::<&str>(INDEX_DOCS, .., Columns::All)
         .await
@@ -144,6 +155,64 @@ async fn tampered_index_is_caught() {
         c.postings.remove(&999_999);
     })
     .await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // A rare term's entry deleted from its bucket, then the term moved to another bucket,
+    // then the bucket made unreadable.
+    let rare = RareChunk::decode(&bucket.value).unwrap();
+    let (rare_term, rare_postings) = rare.terms.iter().next().unwrap();
+    let rare_slot = *rare_postings.postings.keys().next().unwrap();
+    let set_index = |row: Bytes, value: Option<Bytes>| {
+        let client = &client;
+        let column = bucket.column.clone();
+        async move {
+            let mut t = client.begin().await.unwrap();
+            match value {
+                Some(value) => t.set(INDEX, row, column, value).unwrap(),
+                None => t.delete(INDEX, row, column).unwrap(),
+            }
+            t.commit().await.unwrap();
+        }
+    };
+    let mut edited = rare.clone();
+    edited
+        .terms
+        .get_mut(rare_term)
+        .unwrap()
+        .postings
+        .remove(&rare_slot);
+    set_index(bucket.row.clone(), Some(edited.encode())).await;
+    let found = violations(&client).await;
+    assert!(
+        found.iter().any(|v| v.contains("1 index entries missing")),
+        "{found:?}"
+    );
+    let mut moved = RareChunk::default();
+    moved.terms.insert(rare_term.clone(), rare_postings.clone());
+    let elsewhere = (0..)
+        .map(|i| rare_row(&format!("other{i}")))
+        .find(|row| *row != bucket.row)
+        .unwrap();
+    set_index(elsewhere.clone(), Some(moved.encode())).await;
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains(&format!("holds term {rare_term:?} of another bucket"))),
+        "{found:?}"
+    );
+    set_index(elsewhere, None).await;
+    set_index(bucket.row.clone(), Some(bucket.value.clone())).await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+    set_index(bucket.row.clone(), Some(Bytes::from_static(b"\x02\x05ab"))).await;
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.starts_with("index chunk ~rare/") && v.contains("malformed")),
+        "{found:?}"
+    );
+    set_index(bucket.row.clone(), Some(bucket.value.clone())).await;
     assert_eq!(violations(&client).await, Vec::<String>::new());
 
     // A directory listing a cluster that does not exist, in the wrong shard.

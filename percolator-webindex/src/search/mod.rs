@@ -33,7 +33,7 @@ use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::html::page_text;
-use crate::postings::{ChunkIter, Directory};
+use crate::postings::{ChunkIter, Directory, RareChunk, rare_row};
 use crate::schema::{
     ANCHOR_TERMS, CANONICAL, CHUNK_CLUSTERS, CLUSTERS, CORPUS, COUNTS, DOCUMENTS, INDEX,
     INDEX_DOCS, RAW, SUMMARY, TITLE,
@@ -206,12 +206,23 @@ pub async fn search<S: RowStore>(
     let mut matches: HashMap<(Bytes, u32), (f64, usize)> = HashMap::new();
     let mut weights = Vec::with_capacity(results.terms.len());
     for term in &results.terms {
-        let row = Bytes::from(term.clone());
-        let chunks = txn.scan(INDEX, row.clone()..=row, Columns::All).await?;
+        // The term's postings are in its own row where it was frequent in a chunk, and in its
+        // rare-term bucket where it was not (see `crate::postings`).
+        let (own, bucket) = (Bytes::from(term.clone()), rare_row(term));
+        let (own, rare) = futures::try_join!(
+            txn.scan(INDEX, own.clone()..=own, Columns::All),
+            txn.scan(INDEX, bucket.clone()..=bucket, Columns::All),
+        )?;
         // A corrupt chunk reads as far as it decodes (the check reports it).
-        let postings: Vec<((Bytes, u32), Posting)> = chunks
+        let postings: Vec<((Bytes, u32), Posting)> = own
             .iter()
             .filter_map(|item| Some((&item.column, ChunkIter::new(&item.value).ok()?)))
+            .chain(rare.iter().filter_map(|item| {
+                Some((
+                    &item.column,
+                    RareChunk::postings_of(&item.value, term).ok()??,
+                ))
+            }))
             .flat_map(|(chunk, postings)| {
                 postings
                     .map_while(std::result::Result::ok)
