@@ -38,12 +38,11 @@ fn run_forever(db: &Path, output: fn() -> std::process::Stdio) -> std::process::
 }
 
 /// The web index's tables, as `status` lists them.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 9] = [
     "documents",
     "links",
     "clusters",
     "members",
-    "inlinks",
     "anchor_terms",
     "index_queue",
     "index",

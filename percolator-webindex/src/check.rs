@@ -5,11 +5,13 @@
 //! 2. every cluster with members has exactly one canonical, the member [`choose_canonical`]
 //!    picks (its duplicates' `<link rel="canonical">`, then the best [`canonical_rank`]), and
 //!    each membership holds what its document declares; a cluster without members has none;
-//! 3. inverted links point at canonicals: each link target's anchors sit in the `inlinks` row of
-//!    the target's canonical, and nowhere else;
+//! 3. inverted links point at canonicals: each link target says it forwarded its anchors to its
+//!    canonical (`forwarded_to`), with the terms its anchors have (`forwarded`); a target nothing
+//!    links to forwards nothing;
 //! 4. the index holds, for each cluster, exactly the terms of its canonical document, each
 //!    posting with the term's counts and the document's length;
-//! 5. each canonical's anchor terms (`anchor_terms`) are those of the anchors at it (`inlinks`);
+//! 5. each canonical's anchor terms (`anchor_terms`) are those of the anchors of every link to
+//!    its cluster's members;
 //! 6. each corpus shard counts exactly the clusters hashing to it and their canonicals' lengths;
 //! 7. no cluster is still queued for the inverter (`index_queue`); every posting chunk decodes
 //!    and names a listed slot; each indexed cluster is listed in exactly the chunk its
@@ -18,9 +20,10 @@
 //! Also counts what is in the index ([`IndexSummary`]).
 //!
 //! Memory stays bounded by the number of documents and clusters, not by the bytes stored: every
-//! table is read a page at a time ([`Transaction::scan_page`]), and invariants 3 and 4 compare,
-//! per canonical, the number and a 64-bit fingerprint (a wrapping sum of xxh3 hashes) of what
-//! should be there — its anchors, its terms — with what is there, instead of holding both sets.
+//! table is read a page at a time ([`Transaction::scan_page`]), and invariants 4 and 5 compare,
+//! per cluster or canonical, the number and a 64-bit fingerprint (a wrapping sum of xxh3
+//! hashes) of what should be there — its terms, its anchor terms — with what is there, instead
+//! of holding both sets.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
@@ -46,7 +49,8 @@ pub struct IndexSummary {
     pub duplicates: usize,
     /// Link targets with anchor text.
     pub link_targets: usize,
-    /// Anchor texts forwarded to canonicals.
+    /// Anchor texts of links to crawled or uncrawled pages (each counts toward its target's
+    /// canonical).
     pub inlinks: usize,
     /// Distinct terms in the index.
     pub terms: usize,
@@ -61,6 +65,29 @@ pub struct CheckReport {
     pub summary: IndexSummary,
     /// Every invariant violation found (empty: all hold).
     pub violations: Vec<String>,
+}
+
+/// One link target's `links` row as the check reads it.
+struct ForwardedLinks {
+    row: Bytes,
+    /// Whether any page links to it.
+    linked: bool,
+    /// The terms of its anchors.
+    anchors: AnchorTerms,
+    forwarded_to: Option<Bytes>,
+    forwarded: Option<AnchorTerms>,
+}
+
+impl ForwardedLinks {
+    fn new(row: Bytes) -> Self {
+        Self {
+            row,
+            linked: false,
+            anchors: AnchorTerms::default(),
+            forwarded_to: None,
+            forwarded: None,
+        }
+    }
 }
 
 /// Calls `f` on every cell of `table`, reading [`PAGE_ROWS`] rows at a time.
@@ -260,72 +287,61 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             .unwrap_or_else(|| url.clone())
     };
 
-    // 3. inverted links, a page at a time: per canonical, how many anchors and which (a print
-    // of `(inlink column, anchor)` pairs), expected from the links and found in `inlinks`.
-    let mut expected: HashMap<Bytes, TermPrint> = HashMap::new();
-    let mut last_target: Option<Bytes> = None;
-    for_each_item(&txn, LINKS, |item| {
-        if let Some(source) = item.column.strip_prefix(FROM_PREFIX) {
-            if last_target.as_ref() != Some(&item.row) {
-                summary.link_targets += 1;
-                last_target = Some(item.row.clone());
+    // 3. inverted links, a target at a time: its anchors' terms are what it says it forwarded,
+    // to its canonical; 5. (gathered here) per canonical, the prints of its targets' anchor
+    // terms, to compare with its summary (prints add up, so no canonical's terms are held).
+    let mut anchor_terms: HashMap<Bytes, (i64, u64)> = HashMap::new();
+    let mut current: Option<ForwardedLinks> = None;
+    let mut finish = |target: Option<ForwardedLinks>, violations: &mut Vec<String>| {
+        let Some(target) = target else { return };
+        let canonical = canonical_of(&target.row);
+        if target.linked {
+            summary.link_targets += 1;
+            summary.inlinks += usize::try_from(target.anchors.anchors).unwrap_or(0);
+            if target.forwarded_to.as_ref() != Some(&canonical) {
+                violations.push(format!(
+                    "links to {} are forwarded to {:?}, not to its canonical {}",
+                    lossy(&target.row),
+                    target.forwarded_to.as_deref().map(lossy),
+                    lossy(&canonical)
+                ));
             }
-            expected
-                .entry(canonical_of(&item.row))
-                .or_default()
-                .add_pair(&inlink_column(&item.row, source), &item.value);
-        }
-    })
-    .await?;
-    let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
-    // 5. (gathered here) per canonical: xxh3 of its anchor terms, summed from the inlinks.
-    let mut anchor_terms: HashMap<Bytes, u64> = HashMap::new();
-    let mut current: Option<(Bytes, AnchorTerms)> = None;
-    let finish = |current: Option<(Bytes, AnchorTerms)>, prints: &mut HashMap<Bytes, u64>| {
-        if let Some((row, terms)) = current {
-            prints.insert(row, xxhash_rust::xxh3::xxh3_64(&terms.encode()));
+            if target.forwarded.as_ref() != Some(&target.anchors) {
+                violations.push(format!(
+                    "the anchor terms forwarded from {} are not those of its links",
+                    lossy(&target.row)
+                ));
+            }
+            let (anchors, terms) = target.anchors.print();
+            let sum = anchor_terms.entry(canonical).or_default();
+            *sum = (sum.0 + anchors, sum.1.wrapping_add(terms));
+        } else if target.forwarded_to.is_some() || target.forwarded.is_some() {
+            violations.push(format!(
+                "{} has no links but forwards anchor terms to {:?}",
+                lossy(&target.row),
+                target.forwarded_to.as_deref().map(lossy)
+            ));
         }
     };
-    for_each_item(&txn, INLINKS, |item| {
-        summary.inlinks += 1;
-        if current.as_ref().map(|(row, _)| row) != Some(&item.row) {
-            finish(current.take(), &mut anchor_terms);
-            current = Some((item.row.clone(), AnchorTerms::default()));
+    for_each_item(&txn, LINKS, |item| {
+        if current.as_ref().map(|t| &t.row) != Some(&item.row) {
+            finish(current.take(), &mut violations);
+            current = Some(ForwardedLinks::new(item.row.clone()));
         }
-        if let Some((_, terms)) = current.as_mut() {
-            terms.apply(&item.value, 1);
+        let Some(target) = current.as_mut() else {
+            return;
+        };
+        if item.column.starts_with(FROM_PREFIX) {
+            target.linked = true;
+            target.anchors.apply(&item.value, 1);
+        } else if item.column.as_ref() == FORWARDED_TO {
+            target.forwarded_to = Some(item.value);
+        } else if item.column.as_ref() == FORWARDED {
+            target.forwarded = Some(AnchorTerms::decode(&item.value));
         }
-        found
-            .entry(item.row)
-            .or_default()
-            .add_pair(&item.column, &item.value);
     })
     .await?;
-    finish(current.take(), &mut anchor_terms);
-    let mut canonicals_with_inlinks: BTreeSet<&Bytes> = expected.keys().collect();
-    canonicals_with_inlinks.extend(found.keys());
-    for canonical in canonicals_with_inlinks {
-        let want = expected.get(canonical).copied().unwrap_or_default();
-        let got = found.get(canonical).copied().unwrap_or_default();
-        if got.count < want.count {
-            violations.push(format!(
-                "{} anchor(s) for links to {} are not at that canonical",
-                want.count - got.count,
-                lossy(canonical)
-            ));
-        } else if got.count > want.count {
-            violations.push(format!(
-                "{} stray inlink(s) at {} (not the target's canonical, or the link is gone)",
-                got.count - want.count,
-                lossy(canonical)
-            ));
-        } else if got.sum != want.sum {
-            violations.push(format!(
-                "inlinks at {} are not the anchors of the links to it (as many, other ones)",
-                lossy(canonical)
-            ));
-        }
-    }
+    finish(current.take(), &mut violations);
 
     // 4. the index, a page at a time: per cluster, how many postings and which terms. The
     // chunk directories name the clusters (one line per cluster: bounded like the documents).
@@ -483,10 +499,9 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     }
 
     // 5. anchor terms
-    let mut stored: HashMap<Bytes, u64> = HashMap::new();
+    let mut stored: HashMap<Bytes, (i64, u64)> = HashMap::new();
     for_each_item(&txn, ANCHOR_TERMS, |item| {
-        let normalized = AnchorTerms::decode(&item.value).encode();
-        stored.insert(item.row, xxhash_rust::xxh3::xxh3_64(&normalized));
+        stored.insert(item.row, AnchorTerms::decode(&item.value).print());
     })
     .await?;
     let mut rows: BTreeSet<&Bytes> = anchor_terms.keys().collect();
@@ -494,14 +509,16 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     for row in rows {
         match (anchor_terms.get(row), stored.get(row)) {
             (Some(want), Some(got)) if want == got => {}
-            (Some(_), None) => {
-                violations.push(format!("{} has inlinks but no anchor terms", lossy(row)))
-            }
-            (None, Some(_)) => {
-                violations.push(format!("{} has anchor terms but no inlinks", lossy(row)))
-            }
+            (Some(_), None) => violations.push(format!(
+                "{} has links to its cluster but no anchor terms",
+                lossy(row)
+            )),
+            (None, Some(_)) => violations.push(format!(
+                "{} has anchor terms but no links to its cluster",
+                lossy(row)
+            )),
             _ => violations.push(format!(
-                "the anchor terms of {} are not those of its inlinks",
+                "the anchor terms of {} are not those of the links to its cluster",
                 lossy(row)
             )),
         }

@@ -8,9 +8,11 @@
 //!    duplicates declare with `<link rel="canonical">`, else the best [`canonical_rank`]). When a
 //!    cluster's canonical changes, every member's anchors must be forwarded anew, so it notifies
 //!    their `links` rows.
-//! 3. [`LinkForwarder`] (weak, `links:anchors`): attaches a target's anchor text to the target's
-//!    canonical duplicate (`inlinks`), removing what it forwarded elsewhere before, and keeps
-//!    each canonical's anchor term counts (`anchor_terms`) in step.
+//! 3. [`LinkForwarder`] (weak, `links:anchors`): adds the terms of a target's anchor texts to
+//!    the anchor terms (`anchor_terms`) of the target's canonical duplicate, taking back what it
+//!    added before (the target's `forwarded` cell), there or at a former canonical. The anchor
+//!    texts themselves stay in the target's `links` row: a copy per anchor at the canonical
+//!    cost a write per link and a scan of every anchor at the canonical per run.
 //! 4. [`Exporter`] (strong, `clusters:canonical`): records the cluster's canonical document and
 //!    its terms (`clusters:exported`) and queues the cluster in its index shard
 //!    (`index_queue`), weakly notifying the shard.
@@ -338,48 +340,31 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
 
     async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
         let target = &change.row;
-        let mut desired: BTreeMap<Bytes, Bytes> = BTreeMap::new();
-        let mut forwarded_to = None;
+        let mut anchors = AnchorTerms::default();
+        let mut linked = false;
+        let (mut forwarded_to, mut forwarded) = (None, None);
         for item in scan_row(txn, LINKS, target).await? {
-            if let Some(source) = item.column.strip_prefix(FROM_PREFIX) {
-                desired.insert(inlink_column(target, source), item.value);
+            if item.column.starts_with(FROM_PREFIX) {
+                linked = true;
+                anchors.apply(&item.value, 1);
             } else if item.column.as_ref() == FORWARDED_TO {
                 forwarded_to = Some(item.value);
+            } else if item.column.as_ref() == FORWARDED {
+                forwarded = Some(AnchorTerms::decode(&item.value));
             }
         }
         let canonical = canonical_of(txn, target).await?;
-        let prefix = inlink_prefix(target);
-        // What this run changes in each canonical's anchor terms.
+        // What this run changes in each canonical's anchor terms: what the target added before
+        // is taken back where it went, and what it adds now goes to its canonical.
         let mut deltas: BTreeMap<Bytes, AnchorTerms> = BTreeMap::new();
-        if let Some(old) = forwarded_to.as_ref().filter(|old| **old != canonical) {
-            let delta = deltas.entry(old.clone()).or_default();
-            for item in scan_row(txn, INLINKS, old).await? {
-                if item.column.starts_with(&prefix) {
-                    txn.delete(INLINKS, old, &item.column)?;
-                    delta.apply(&item.value, -1);
-                }
-            }
+        if let (Some(old), Some(before)) = (&forwarded_to, &forwarded) {
+            deltas
+                .entry(old.clone())
+                .or_default()
+                .merge(&before.negated());
         }
-        let mut existing: BTreeMap<Bytes, Bytes> = BTreeMap::new();
-        for item in scan_row(txn, INLINKS, &canonical).await? {
-            if item.column.starts_with(&prefix) {
-                existing.insert(item.column, item.value);
-            }
-        }
-        let delta = deltas.entry(canonical.clone()).or_default();
-        for (column, anchor) in existing.iter().filter(|(c, _)| !desired.contains_key(*c)) {
-            txn.delete(INLINKS, &canonical, column)?;
-            delta.apply(anchor, -1);
-        }
-        for (column, anchor) in &desired {
-            let old = existing.get(column);
-            if old != Some(anchor) {
-                txn.set(INLINKS, &canonical, column, anchor.clone())?;
-                if let Some(old) = old {
-                    delta.apply(old, -1);
-                }
-                delta.apply(anchor, 1);
-            }
+        if linked {
+            deltas.entry(canonical.clone()).or_default().merge(&anchors);
         }
         for (row, delta) in deltas {
             if delta.is_empty() {
@@ -397,13 +382,19 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
                 txn.set(ANCHOR_TERMS, &row, SUMMARY, summary.encode())?;
             }
         }
-        if desired.is_empty() {
+        if linked {
+            // Written every run: concurrent runs for one target conflict (see the module docs).
+            txn.set(LINKS, target, FORWARDED_TO, canonical)?;
+            if forwarded.as_ref() != Some(&anchors) {
+                txn.set(LINKS, target, FORWARDED, anchors.encode())?;
+            }
+        } else {
             if forwarded_to.is_some() {
                 txn.delete(LINKS, target, FORWARDED_TO)?;
             }
-        } else {
-            // Written every run: concurrent runs for one target conflict (see the module docs).
-            txn.set(LINKS, target, FORWARDED_TO, canonical)?;
+            if forwarded.is_some() {
+                txn.delete(LINKS, target, FORWARDED)?;
+            }
         }
         Ok(())
     }

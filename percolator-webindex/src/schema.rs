@@ -3,11 +3,10 @@
 //! | table       | row                  | columns                                                        |
 //! |-------------|----------------------|----------------------------------------------------------------|
 //! | `documents` | URL                  | `raw` (HTML; observed), `hash` (observed), `title`, `terms` ([`PageTerms`]), `outlinks`, `declared_canonical`, `cluster` |
-//! | `links`     | link target URL      | `from:<source URL>` = anchor text, `anchors` (weakly observed trigger), `forwarded_to` |
+//! | `links`     | link target URL      | `from:<source URL>` = anchor text, `anchors` (weakly observed trigger), `forwarded_to`, `forwarded` ([`AnchorTerms`](crate::terms::AnchorTerms) it adds there) |
 //! | `clusters`  | content hash         | `canonical` (observed), `exported` (URL and [`PageTerms`])      |
 //! | `members`   | `<hash>/<URL>`       | `m` = the URL the member declares canonical (or empty)         |
-//! | `inlinks`   | canonical URL        | `<target URL>\0<source URL>` = anchor text                      |
-//! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of its inlinks                      |
+//! | `anchor_terms` | canonical URL     | `summary` = [`AnchorTerms`](crate::terms::AnchorTerms) of the links to its cluster          |
 //! | `index_queue` | `shard-<nn>` (4)   | `c:<hash>` = what the index holds for a changed cluster ([`Held`](crate::postings::Held)), `invert` (weakly observed trigger) |
 //! | `index`     | term, or `~rare/<bucket>` | `<chunk>` = the term's postings in that chunk ([`PostingChunk`](crate::postings::PostingChunk)), or those of the bucket's terms rare in it ([`RareChunk`](crate::postings::RareChunk)) |
 //! | `index_docs` | `<chunk>`           | `clusters` = the chunk's clusters by slot ([`Directory`](crate::postings::Directory)) |
@@ -67,6 +66,10 @@ pub const FROM_PREFIX: &[u8] = b"from:";
 pub const ANCHORS: &[u8] = b"anchors";
 /// The canonical URL the target's anchors are currently forwarded to.
 pub const FORWARDED_TO: &[u8] = b"forwarded_to";
+/// What the target's anchors add to [`FORWARDED_TO`]'s anchor terms: the
+/// [`AnchorTerms`](crate::terms::AnchorTerms) of its anchors when they were last forwarded, so
+/// that the next run can take exactly that back.
+pub const FORWARDED: &[u8] = b"forwarded";
 
 /// Duplicate clusters by content hash.
 pub const CLUSTERS: &[u8] = b"clusters";
@@ -80,10 +83,8 @@ pub const MEMBERS: &[u8] = b"members";
 /// The membership column of [`MEMBERS`]; its value is the member's [`DECLARED_CANONICAL`].
 pub const MEMBER: &[u8] = b"m";
 
-/// Anchor text forwarded to canonical URLs.
-pub const INLINKS: &[u8] = b"inlinks";
-
-/// Per canonical: the terms of the anchor texts forwarded to it ([`AnchorTerms`](crate::terms::AnchorTerms)).
+/// Per canonical: the terms of the anchor texts of links to its cluster's members
+/// ([`AnchorTerms`](crate::terms::AnchorTerms)): the sum of their [`FORWARDED`] cells.
 pub const ANCHOR_TERMS: &[u8] = b"anchor_terms";
 /// The column of [`ANCHOR_TERMS`].
 pub const SUMMARY: &[u8] = b"summary";
@@ -120,12 +121,11 @@ pub const NEXT_CHUNK: &[u8] = b"next_chunk";
 pub const INDEX_SHARDS: u64 = 4;
 
 /// Every table of the web index (for status reports and end-of-run checks).
-pub const TABLES: [&[u8]; 10] = [
+pub const TABLES: [&[u8]; 9] = [
     DOCUMENTS,
     LINKS,
     CLUSTERS,
     MEMBERS,
-    INLINKS,
     ANCHOR_TERMS,
     INDEX_QUEUE,
     INDEX,
@@ -193,16 +193,6 @@ pub fn members_prefix(hash: &[u8]) -> Bytes {
 /// Column of [`LINKS`] holding `source`'s anchor text.
 pub fn from_column(source: &[u8]) -> Bytes {
     [FROM_PREFIX, source].concat().into()
-}
-
-/// Column of [`INLINKS`] for a link from `source` to `target`.
-pub fn inlink_column(target: &[u8], source: &[u8]) -> Bytes {
-    [target, b"\0", source].concat().into()
-}
-
-/// Prefix of every [`INLINKS`] column of links to `target`.
-pub fn inlink_prefix(target: &[u8]) -> Bytes {
-    [target, b"\0"].concat().into()
 }
 
 /// The index shard of cluster `hash`.

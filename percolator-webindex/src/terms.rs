@@ -174,10 +174,11 @@ pub fn decode_posting(bytes: &[u8]) -> Option<Posting> {
     })
 }
 
-/// The anchor texts forwarded to one canonical: how many, and per term how many contain it.
+/// The anchor texts of links to one canonical's cluster (or of one target's links): how many,
+/// and per term how many contain it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AnchorTerms {
-    /// Anchors (inlinks) at the canonical.
+    /// Anchors (links to the canonical's cluster).
     pub anchors: i64,
     /// Per term: the anchors containing it.
     pub terms: BTreeMap<String, i64>,
@@ -199,6 +200,25 @@ impl AnchorTerms {
             *self.terms.entry(term.clone()).or_default() += n;
         }
         self.terms.retain(|_, n| *n != 0);
+    }
+
+    /// These counts taken away (as a delta).
+    pub fn negated(&self) -> AnchorTerms {
+        AnchorTerms {
+            anchors: -self.anchors,
+            terms: self.terms.iter().map(|(t, n)| (t.clone(), -n)).collect(),
+        }
+    }
+
+    /// A fingerprint that adds up: the print of a sum of counts is the (wrapping) sum of their
+    /// prints, so a canonical's summary can be checked against its targets' counts without
+    /// holding them (a random 64-bit hash per term: different counts give equal prints with
+    /// negligible probability).
+    pub fn print(&self) -> (i64, u64) {
+        let terms = self.terms.iter().fold(0u64, |sum, (term, n)| {
+            sum.wrapping_add(xxhash_rust::xxh3::xxh3_64(term.as_bytes()).wrapping_mul(*n as u64))
+        });
+        (self.anchors, terms)
     }
 
     /// Whether nothing changes (as a delta) or nothing is there (as counts).

@@ -1,9 +1,10 @@
 //! The invariant check can fail: an index tampered with after the pipeline went idle — an entry
 //! deleted, one swapped for a wrong term (same count), one for a slot no cluster holds, a chunk
 //! listing a cluster that does not exist, a chunk that does not decode, a cluster left queued —
-//! is reported, each time, and the untouched index passes; so are inlinks tampered with (an
-//! anchor deleted, changed, or put where no link points), a posting with other counts, and the
-//! summaries (a canonical's anchor terms, the corpus counts) counted wrong.
+//! is reported, each time, and the untouched index passes; so are forwarded links tampered with
+//! (terms counted wrong, sent to the wrong canonical, a link never forwarded, terms forwarded
+//! from a page nothing links to), a posting with other counts, and the summaries (a
+//! canonical's anchor terms, the corpus counts) counted wrong.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,8 +18,9 @@ use percolator_webindex::postings::{
     Directory, Held, PostingChunk, RareChunk, is_rare_row, rare_row,
 };
 use percolator_webindex::schema::{
-    ANCHOR_TERMS, CHUNK_CLUSTERS, CORPUS, COUNTS, INDEX, INDEX_DOCS, INDEX_QUEUE, INLINKS, SUMMARY,
-    index_shard, parse_chunk_key, queued_column, shard_key,
+    ANCHOR_TERMS, CHUNK_CLUSTERS, CORPUS, COUNTS, FORWARDED, FORWARDED_TO, INDEX, INDEX_DOCS,
+    INDEX_QUEUE, LINKS, SUMMARY, from_column, index_shard, parse_chunk_key, queued_column,
+    shard_key,
 };
 use percolator_webindex::terms::{AnchorTerms, CorpusCounts};
 use percolator_webindex::{self as webindex, synthetic::SyntheticCrawl};
@@ -280,56 +282,116 @@ async fn tampered_index_is_caught() {
     );
 }
 
+/// Sets (`Some`) or deletes (`None`) one `links` cell, in one transaction.
+async fn set_link_cell(
+    client: &Client<MemStore>,
+    row: &Bytes,
+    column: &[u8],
+    value: Option<Bytes>,
+) {
+    let mut t = client.begin().await.unwrap();
+    match value {
+        Some(value) => t.set(LINKS, row, column, value).unwrap(),
+        None => t.delete(LINKS, row, column).unwrap(),
+    }
+    t.commit().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tampered_inlinks_are_caught() {
+async fn tampered_links_are_caught() {
     let client = indexed().await;
     let txn = client.begin().await.unwrap();
-    let inlinks = txn.scan::<&str>(INLINKS, .., Columns::All).await.unwrap();
-    let victim = inlinks[inlinks.len() / 2].clone();
+    let links = txn.scan::<&str>(LINKS, .., Columns::All).await.unwrap();
     drop(txn);
-    let canonical = String::from_utf8_lossy(&victim.row).into_owned();
+    let forwarded = links
+        .iter()
+        .filter(|c| c.column.as_ref() == FORWARDED)
+        .nth(links.len() / 20)
+        .unwrap()
+        .clone();
+    let forwarded_to = links
+        .iter()
+        .find(|c| c.row == forwarded.row && c.column.as_ref() == FORWARDED_TO)
+        .unwrap()
+        .clone();
+    let target = String::from_utf8_lossy(&forwarded.row).into_owned();
+    let canonical = String::from_utf8_lossy(&forwarded_to.value).into_owned();
 
-    // An anchor deleted from its canonical.
-    let mut t = client.begin().await.unwrap();
-    t.delete(INLINKS, &victim.row, &victim.column).unwrap();
-    t.commit().await.unwrap();
-    let found = violations(&client).await;
-    assert!(
-        found
-            .iter()
-            .any(|v| v.contains(&format!("1 anchor(s) for links to {canonical} are not"))),
-        "{found:?}"
-    );
-
-    // Put back under another anchor text: as many anchors, other ones.
-    let mut t = client.begin().await.unwrap();
-    t.set(INLINKS, &victim.row, &victim.column, "not the anchor text")
-        .unwrap();
-    t.commit().await.unwrap();
-    let found = violations(&client).await;
-    assert!(
-        found
-            .iter()
-            .any(|v| v.contains(&format!("inlinks at {canonical} are not the anchors"))),
-        "{found:?}"
-    );
-
-    // Repaired, then one anchor too many at a page nothing links to.
-    let mut t = client.begin().await.unwrap();
-    t.set(INLINKS, &victim.row, &victim.column, victim.value.clone())
-        .unwrap();
-    t.set(INLINKS, "http://nowhere.example/", &victim.column, "stray")
-        .unwrap();
-    t.commit().await.unwrap();
-    let found = violations(&client).await;
+    // What the target says it forwarded counted wrong: its canonical's terms are still right.
+    let mut wrong = AnchorTerms::decode(&forwarded.value);
+    wrong.apply(b"extra words", 1);
+    set_link_cell(&client, &forwarded.row, FORWARDED, Some(wrong.encode())).await;
     assert_eq!(
-        found,
+        violations(&client).await,
+        vec![format!(
+            "the anchor terms forwarded from {target} are not those of its links"
+        )]
+    );
+    set_link_cell(
+        &client,
+        &forwarded.row,
+        FORWARDED,
+        Some(forwarded.value.clone()),
+    )
+    .await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // Forwarded to a page that is not its canonical.
+    set_link_cell(
+        &client,
+        &forwarded.row,
+        FORWARDED_TO,
+        Some(Bytes::from_static(b"http://nowhere.example/")),
+    )
+    .await;
+    assert_eq!(
+        violations(&client).await,
+        vec![format!(
+            "links to {target} are forwarded to Some(\"http://nowhere.example/\"), not to its \
+             canonical {canonical}"
+        )]
+    );
+    set_link_cell(
+        &client,
+        &forwarded.row,
+        FORWARDED_TO,
+        Some(forwarded_to.value.clone()),
+    )
+    .await;
+
+    // A link nobody forwarded: the target's forwarded terms and its canonical's are both short.
+    let extra = from_column(b"http://nowhere.example/");
+    set_link_cell(
+        &client,
+        &forwarded.row,
+        &extra,
+        Some(Bytes::from_static(b"more anchor text")),
+    )
+    .await;
+    assert_eq!(
+        violations(&client).await,
         vec![
-            "1 stray inlink(s) at http://nowhere.example/ (not the target's canonical, or the \
-             link is gone)"
-                .to_string(),
-            "http://nowhere.example/ has inlinks but no anchor terms".to_string(),
+            format!("the anchor terms forwarded from {target} are not those of its links"),
+            format!("the anchor terms of {canonical} are not those of the links to its cluster"),
         ]
+    );
+    set_link_cell(&client, &forwarded.row, &extra, None).await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // Anchor terms forwarded from a page nothing links to.
+    let nowhere = Bytes::from_static(b"http://nowhere.example/");
+    set_link_cell(
+        &client,
+        &nowhere,
+        FORWARDED_TO,
+        Some(forwarded_to.value.clone()),
+    )
+    .await;
+    assert_eq!(
+        violations(&client).await,
+        vec![format!(
+            "http://nowhere.example/ has no links but forwards anchor terms to Some({canonical:?})"
+        )]
     );
 }
 
@@ -359,7 +421,7 @@ async fn tampered_summaries_are_caught() {
     assert_eq!(
         violations(&client).await,
         vec![format!(
-            "the anchor terms of {canonical} are not those of its inlinks"
+            "the anchor terms of {canonical} are not those of the links to its cluster"
         )]
     );
     let mut t = client.begin().await.unwrap();

@@ -140,15 +140,17 @@ pub async fn webindex_warc<F: StoreFactory>(factory: &F) {
         .unwrap_err();
     assert!(err.to_string().contains("33 distinct words"), "{err}");
     let txn = client.begin().await.unwrap();
-    let inlinks = txn
-        .scan(
-            webindex::schema::INLINKS,
-            Bytes::from_static(b"http://b.example/")..=Bytes::from_static(b"http://b.example/"),
-            Columns::All,
+    let summary = txn
+        .get(
+            webindex::schema::ANCHOR_TERMS,
+            "http://b.example/",
+            webindex::schema::SUMMARY,
         )
         .await
-        .unwrap();
-    assert_eq!(inlinks.len(), 3, "three pages link to b: {inlinks:?}");
+        .unwrap()
+        .map(|b| webindex::terms::AnchorTerms::decode(&b))
+        .unwrap_or_default();
+    assert_eq!(summary.anchors, 3, "three pages link to b: {summary:?}");
     runtime.shutdown().await.unwrap();
 }
 
@@ -197,21 +199,12 @@ pub async fn webindex_declared_canonical<F: StoreFactory>(factory: &F) {
         vec![chapter],
         "the declared canonical wins over the shorter copy"
     );
-    let txn = client.begin().await.unwrap();
-    let at_chapter = txn
-        .scan(
-            webindex::schema::INLINKS,
-            Bytes::from(chapter)..=Bytes::from(chapter),
-            Columns::All,
-        )
-        .await
-        .unwrap();
     assert_eq!(
-        at_chapter.len(),
-        1,
+        anchors_at(&client, chapter).await,
+        (1, true),
         "the anchor to the copy goes to the chapter"
     );
-    drop(txn);
+    assert_eq!(anchors_at(&client, copy).await, (0, false));
 
     // Neither page declares anything any more: the shorter copy wins by the URL order.
     load(
@@ -231,7 +224,30 @@ pub async fn webindex_declared_canonical<F: StoreFactory>(factory: &F) {
     idle(&runtime).await;
     assert_invariants(&client).await;
     assert_eq!(urls(&client, "unsafe").await, vec![copy]);
+    assert_eq!(
+        anchors_at(&client, copy).await,
+        (1, true),
+        "the anchor follows the canonical back to the copy"
+    );
+    assert_eq!(anchors_at(&client, chapter).await, (0, false));
     runtime.shutdown().await.unwrap();
+}
+
+/// How many anchors count toward canonical `url`'s anchor terms, and whether "chapter" is one of
+/// their terms.
+async fn anchors_at<S: RowStore>(client: &percolator_core::Client<S>, url: &str) -> (i64, bool) {
+    let txn = client.begin().await.unwrap();
+    let summary = txn
+        .get(
+            webindex::schema::ANCHOR_TERMS,
+            url,
+            webindex::schema::SUMMARY,
+        )
+        .await
+        .unwrap()
+        .map(|b| webindex::terms::AnchorTerms::decode(&b))
+        .unwrap_or_default();
+    (summary.anchors, summary.terms.contains_key("chapter"))
 }
 
 macro_rules! backend_tests {
