@@ -37,21 +37,24 @@ pub struct ObserverMetrics {
     pub(crate) latency: Histogram,
 }
 
-/// Committed runs and their total time, per observer (names fixed when the runtime starts, so
-/// counting takes no lock).
+/// Committed runs, their total time and conflicts, per observer (names fixed when the runtime
+/// starts, so counting takes no lock).
 #[derive(Debug, Default)]
 pub(crate) struct PerObserver {
     names: Vec<String>,
     runs: Vec<AtomicU64>,
     micros: Vec<AtomicU64>,
+    conflicts: Vec<AtomicU64>,
 }
 
 impl PerObserver {
     pub(crate) fn new(names: Vec<String>) -> Self {
         let runs = names.iter().map(|_| AtomicU64::new(0)).collect();
         let micros = names.iter().map(|_| AtomicU64::new(0)).collect();
+        let conflicts = names.iter().map(|_| AtomicU64::new(0)).collect();
         Self {
             names,
+            conflicts,
             runs,
             micros,
         }
@@ -68,14 +71,22 @@ impl PerObserver {
         }
     }
 
+    /// Counts a run of `name` that hit a conflict (and is retried).
+    pub(crate) fn record_conflict(&self, name: &str) {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            bump(&self.conflicts[i], 1);
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> Vec<ObserverRuns> {
         self.names
             .iter()
-            .zip(self.runs.iter().zip(&self.micros))
-            .map(|(name, (runs, micros))| ObserverRuns {
+            .enumerate()
+            .map(|(i, name)| ObserverRuns {
                 name: name.clone(),
-                runs: load(runs),
-                busy_micros: load(micros),
+                runs: load(&self.runs[i]),
+                busy_micros: load(&self.micros[i]),
+                conflicts: load(&self.conflicts[i]),
             })
             .collect()
     }
@@ -91,6 +102,8 @@ pub struct ObserverRuns {
     /// Their total time, begin to commit, in microseconds (runs overlap: this is work, not
     /// wall time).
     pub busy_micros: u64,
+    /// Its runs that hit a conflict and were re-run (work thrown away).
+    pub conflicts: u64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64, by: u64) {

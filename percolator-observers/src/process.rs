@@ -290,6 +290,7 @@ async fn run_observer<S: RowStore>(
             }
             Err(e) if e.is_retryable() => {
                 bump(&shared.metrics.conflicts, 1);
+                shared.per_observer.record_conflict(name);
                 last_error = Some(e);
                 backoff.wait().await;
             }

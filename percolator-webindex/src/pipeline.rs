@@ -38,7 +38,7 @@ use percolator_core::{Columns, Error, ObservedColumn, Result, RowStore, Transact
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::html::parse_page;
-use super::postings::{Directory, Held, PostingChunk, RARE_POSTINGS, RareChunk, rare_row};
+use super::postings::{Directory, Held, PostingChunk, RareChunk, rare_limit, rare_row};
 use super::schema::*;
 use super::terms::{AnchorTerms, CorpusCounts, PageTerms, Posting};
 use percolator_observers::{Change, Observer, Observers};
@@ -544,16 +544,25 @@ impl<S: RowStore> Observer<S> for Inverter {
                 .exported
                 .as_deref()
                 .map(|cell| decode_exported(cell).1);
-            // A term both in `old` and `new` counts twice: an overestimate, which is safe.
-            let new_rows = [cluster.old.as_ref(), new.as_ref()]
-                .into_iter()
-                .flatten()
-                .flat_map(|terms| terms.counts.keys())
-                .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
-                .count();
-            let rows =
-                added.len() + removed_terms.len() + new_rows + 2 * (taken + 1) + removed.len();
-            if taken > 0 && rows + BOOKKEEPING_ROWS > limits.max_batch_rows {
+            // A term both in `old` and `new` counts twice: an overestimate, which is safe. The
+            // terms already counted are looked up only when the cluster's terms might not fit
+            // (embedded stores have no row limit to speak of).
+            let fits = {
+                let terms = [cluster.old.as_ref(), new.as_ref()].into_iter().flatten();
+                let rows = added.len()
+                    + removed_terms.len()
+                    + 2 * (taken + 1)
+                    + removed.len()
+                    + BOOKKEEPING_ROWS;
+                rows + terms.clone().map(|t| t.counts.len()).sum::<usize>() <= limits.max_batch_rows
+                    || rows
+                        + terms
+                            .flat_map(|terms| terms.counts.keys())
+                            .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
+                            .count()
+                        <= limits.max_batch_rows
+            };
+            if taken > 0 && !fits {
                 more = true; // the rest waits for the next run
                 break;
             }
@@ -613,8 +622,9 @@ impl<S: RowStore> Observer<S> for Inverter {
             // few postings here shares its bucket's cell: most of a batch's terms are rare, and
             // each cell costs a lock, a write record and its flush and compaction.
             let mut rare: BTreeMap<Bytes, RareChunk> = BTreeMap::new();
+            let rare_below = rare_limit(directory.clusters.len());
             for (term, postings) in added {
-                if postings.len() < RARE_POSTINGS {
+                if postings.len() < rare_below {
                     let postings = PostingChunk {
                         postings: postings.into_iter().collect(),
                     };

@@ -79,6 +79,8 @@ pub struct ObserverQuarters {
     pub runs: [u64; 4],
     /// Their mean time, begin to commit, in milliseconds (0 without runs).
     pub mean_ms: [f64; 4],
+    /// Runs that hit a conflict and were re-run, over the whole run.
+    pub conflicts: u64,
 }
 
 /// What a scale run measured.
@@ -220,6 +222,10 @@ pub fn observer_quarters(samples: &[ScaleSample], total: f64) -> Vec<ObserverQua
                 name: name.clone(),
                 runs: [0; 4],
                 mean_ms: [0.0; 4],
+                conflicts: bounds
+                    .last()
+                    .and_then(|b| b.iter().find(|o| o.name == name))
+                    .map_or(0, |o| o.conflicts),
             };
             let (mut runs_before, mut micros_before) = (0, 0);
             for (q, bound) in bounds.iter().enumerate() {
@@ -446,16 +452,17 @@ impl ScaleReport {
             out.push_str(&format!("| {k} | {v} |\n"));
         }
         out.push_str(
-            "\n| observer | runs per quarter | mean run ms per quarter |\n|---|---|---|\n",
+            "\n| observer | runs per quarter | mean run ms per quarter | conflicts |\n|---|---|---|---:|\n",
         );
         for o in &self.observer_quarters {
             let runs: Vec<String> = o.runs.iter().map(u64::to_string).collect();
             let ms: Vec<String> = o.mean_ms.iter().map(|m| format!("{m:.1}")).collect();
             out.push_str(&format!(
-                "| {} | {} | {} |\n",
+                "| {} | {} | {} | {} |\n",
                 o.name,
                 runs.join(" / "),
-                ms.join(" / ")
+                ms.join(" / "),
+                o.conflicts
             ));
         }
         out.push_str("\n| table | family | cells | MB |\n|---|---|---:|---:|\n");
@@ -484,6 +491,7 @@ mod tests {
                 name: "o".into(),
                 runs: processed,
                 busy_micros: processed * 1000,
+                conflicts: 0,
             }],
         }
     }
