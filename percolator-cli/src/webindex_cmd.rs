@@ -777,7 +777,7 @@ fn format_results(results: &webindex::SearchResults, offset: usize) -> String {
 pub(crate) fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
     if report.violations.is_empty() {
         println!(
-            "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, inlinks at canonicals, index = canonical terms)"
+            "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, anchor terms at canonicals, index = canonical terms)"
         );
         ExitCode::SUCCESS
     } else {
@@ -865,7 +865,7 @@ pub(crate) fn summary_table(s: &webindex::IndexSummary) -> String {
             ("duplicate clusters (canonicals)", s.clusters.to_string()),
             ("duplicates", s.duplicates.to_string()),
             ("link targets", s.link_targets.to_string()),
-            ("anchors forwarded to canonicals", s.inlinks.to_string()),
+            ("anchors counted at canonicals", s.inlinks.to_string()),
             ("terms", s.terms.to_string()),
             ("postings", s.postings.to_string()),
         ],

@@ -17,7 +17,7 @@ pub enum StoreError {
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// A key, value or batch exceeds the backend's limits. Nothing was applied.
-    #[error("{what} is {size} bytes/items, over the backend limit of {limit}")]
+    #[error("{what}: {size}, over the backend limit of {limit}")]
     TooLarge {
         /// What was too large.
         what: &'static str,
@@ -152,7 +152,7 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// Input over the backend's limits. Nothing was written.
-    #[error("{what} is {size} bytes, over the backend limit of {limit}")]
+    #[error("{what}: {size}, over the backend limit of {limit}")]
     TooLarge {
         /// What was too large.
         what: &'static str,

@@ -573,7 +573,7 @@ pub fn validate_batch(batch: &[RowMutation], limits: &StoreLimits) -> Result<(),
         let ops = item.conditions.len().max(item.mutations.len());
         if ops > limits.max_row_ops {
             return Err(StoreError::TooLarge {
-                what: "conditions or mutations in one row mutation",
+                what: "conditions or mutations (items) in one row mutation",
                 size: ops,
                 limit: limits.max_row_ops,
             });
@@ -605,7 +605,7 @@ pub fn check_key_size(
         + 8;
     if size > limits.max_key_bytes {
         return Err(StoreError::TooLarge {
-            what: "encoded cell key (table + row + column)",
+            what: "bytes of an encoded cell key (table + row + column)",
             size,
             limit: limits.max_key_bytes,
         });
@@ -617,7 +617,7 @@ pub fn check_key_size(
 pub fn check_value_size(size: usize, limits: &StoreLimits) -> Result<(), StoreError> {
     if size > limits.max_value_bytes {
         return Err(StoreError::TooLarge {
-            what: "cell value",
+            what: "bytes of a cell value",
             size,
             limit: limits.max_value_bytes,
         });

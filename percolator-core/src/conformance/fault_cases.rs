@@ -749,3 +749,52 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
         .unwrap();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A backlog of notify versions on one cell larger than a row mutation may hold (etcd's
+/// `--max-txn-ops`) is cleared in several mutations: none of them over the limit, and nothing
+/// left (a single mutation failed every time, so a busy cell's backlog only grew).
+pub async fn clearing_a_backlog_larger_than_a_row_mutation<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");
+    let c = observing_client(&store, &watched).await;
+    let limit = 4;
+    store.set_limits(Some(store.inner().limits().with_max_row_ops(limit)));
+    for _ in 0..3 * limit + 1 {
+        c.notify_weak(TABLE, "busy", "queue").await.unwrap();
+    }
+    let snapshot = c.begin().await.unwrap().start_ts();
+    let pending = c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let versions = pending[0].columns[0].1.clone();
+    assert_eq!(versions.len(), 3 * limit + 1);
+    // In one mutation, the whole backlog is over the limit.
+    let too_many = RowMutation {
+        table: Bytes::from_static(TABLE.as_bytes()),
+        row: Bytes::from_static(b"busy"),
+        conditions: Vec::new(),
+        mutations: versions
+            .iter()
+            .map(|v| crate::store::Mutation::Delete {
+                family: crate::store::Family::Notify,
+                column: Bytes::from_static(b"queue"),
+                ts: v.ts,
+            })
+            .collect(),
+    };
+    let err = store.mutate_rows(vec![too_many]).await.unwrap_err();
+    assert!(matches!(err, StoreError::TooLarge { .. }), "{err:?}");
+
+    let cleared = c
+        .clear_notifications(&CellAddr::new(TABLE, "busy", "queue"), &versions, snapshot)
+        .await
+        .unwrap();
+    assert_eq!((cleared.deleted, cleared.kept), (3 * limit + 1, 0));
+    let left = c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}

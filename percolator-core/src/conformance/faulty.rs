@@ -122,7 +122,8 @@ impl<S: RowStore> FaultyStore<S> {
         }
     }
 
-    /// Reports `limits` instead of the inner store's (`None`: the inner store's again). Tighter
+    /// Reports and enforces `limits` instead of the inner store's (`None`: the inner store's
+    /// again). Tighter
     /// limits make callers that size their batches by [`RowStore::limits`] (the transaction
     /// layer, applications) split their work as on a store that has them; the inner store
     /// still applies whatever reaches it.
@@ -324,6 +325,10 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         &self,
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
+        // Tighter limits are enforced, as a backend with those limits would.
+        if let Some(limits) = *self.limits.lock() {
+            crate::store::validate_batch(&batch, &limits)?;
+        }
         self.record(&batch);
         let drop = take_armed(&self.drop_batch, &batch);
         if drop {

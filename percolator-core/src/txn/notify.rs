@@ -328,10 +328,15 @@ impl<S: RowStore> Client<S> {
                 kept += 1;
             }
         }
-        if !covered.is_empty() {
+        // A row mutation holds at most `max_row_ops` deletes (etcd's --max-txn-ops): a backlog
+        // of versions on one cell is cleared in as many mutations as it takes. Each is a
+        // delete of versions already consumed, so stopping half-way only leaves some to be
+        // seen (and cleared) again.
+        let per_mutation = self.inner.store.limits().max_row_ops.max(1);
+        for versions in covered.chunks(per_mutation) {
             self.inner
                 .store
-                .mutate_rows(vec![layout::clear_notify(addr, &covered)])
+                .mutate_rows(vec![layout::clear_notify(addr, versions)])
                 .await?;
         }
         Ok(ClearOutcome {
