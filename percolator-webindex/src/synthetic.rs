@@ -37,6 +37,9 @@ const DEFAULT_DUPLICATE_FRACTION: f64 = 0.15;
 const PAGES_PER_SITE: usize = 20;
 /// Sites per mirror host, roughly.
 const SITES_PER_MIRROR_HOST: usize = 4;
+/// Pages each thread of [`SyntheticCrawl::initial_prefetched`] renders ahead of the consumer.
+pub const PREFETCH_PAGES: usize = 16;
+
 /// Number of distinct words in the demo vocabulary.
 const VOCABULARY_SIZE: usize = 5000;
 /// And in the realistic one.
@@ -172,6 +175,31 @@ impl SyntheticCrawl {
     /// Every page of the crawl at generation 0, in index order.
     pub fn initial(&self) -> impl Iterator<Item = CrawledPage> + '_ {
         (0..self.docs).map(|index| self.page(index, 0))
+    }
+
+    /// [`initial`](Self::initial), rendered ahead of the consumer on `threads` threads (page
+    /// `i` on thread `i % threads`, at most [`PREFETCH_PAGES`] ahead each), in index order.
+    /// Rendering a realistic page costs about as much as storing it, so a loader that renders
+    /// inline keeps one core busy rendering while the store waits. Dropping the iterator stops
+    /// the threads.
+    pub fn initial_prefetched(&self, threads: usize) -> impl Iterator<Item = CrawledPage> + use<> {
+        let threads = threads.max(1);
+        let receivers: Vec<std::sync::mpsc::Receiver<CrawledPage>> = (0..threads)
+            .map(|first| {
+                let (sender, receiver) = std::sync::mpsc::sync_channel(PREFETCH_PAGES);
+                let crawl = *self;
+                std::thread::spawn(move || {
+                    for index in (first..crawl.docs).step_by(threads) {
+                        if sender.send(crawl.page(index, 0)).is_err() {
+                            return; // the consumer is gone
+                        }
+                    }
+                });
+                receiver
+            })
+            .collect();
+        // A thread that died (it cannot: rendering does not panic) ends the pages early.
+        (0..self.docs).map_while(move |index| receivers[index % threads].recv().ok())
     }
 
     /// A deterministic subset of about `fraction` of the pages (chosen by the
@@ -546,6 +574,9 @@ mod tests {
         }
         assert_eq!(crawl.page(17, 0), crawl.initial().nth(17).unwrap());
         assert_eq!(crawl.initial().count(), 300);
+        assert!(crawl.initial_prefetched(3).eq(crawl.initial()));
+        // Stopping early stops the threads (their sends fail) instead of blocking them.
+        assert_eq!(crawl.initial_prefetched(2).take(5).count(), 5);
 
         let other_seed = SyntheticCrawl::new(300, 43);
         assert_ne!(other_seed.page(17, 0).html, crawl.page(17, 0).html);
