@@ -70,9 +70,7 @@ pub struct CheckReport {
 /// One link target's `links` row as the check reads it.
 struct ForwardedLinks {
     row: Bytes,
-    /// Whether any page links to it.
-    linked: bool,
-    /// The terms of its anchors.
+    /// The terms of its anchors (one anchor per page linking to it).
     anchors: AnchorTerms,
     forwarded_to: Option<Bytes>,
     forwarded: Option<AnchorTerms>,
@@ -82,7 +80,6 @@ impl ForwardedLinks {
     fn new(row: Bytes) -> Self {
         Self {
             row,
-            linked: false,
             anchors: AnchorTerms::default(),
             forwarded_to: None,
             forwarded: None,
@@ -295,7 +292,7 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
     let mut finish = |target: Option<ForwardedLinks>, violations: &mut Vec<String>| {
         let Some(target) = target else { return };
         let canonical = canonical_of(&target.row);
-        if target.linked {
+        if target.anchors.anchors > 0 {
             summary.link_targets += 1;
             summary.inlinks += usize::try_from(target.anchors.anchors).unwrap_or(0);
             if target.forwarded_to.as_ref() != Some(&canonical) {
@@ -332,7 +329,6 @@ pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
             return;
         };
         if item.column.starts_with(FROM_PREFIX) {
-            target.linked = true;
             target.anchors.apply(&item.value, 1);
         } else if item.column.as_ref() == FORWARDED_TO {
             target.forwarded_to = Some(item.value);

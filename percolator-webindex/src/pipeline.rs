@@ -341,11 +341,9 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
     async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
         let target = &change.row;
         let mut anchors = AnchorTerms::default();
-        let mut linked = false;
         let (mut forwarded_to, mut forwarded) = (None, None);
         for item in scan_row(txn, LINKS, target).await? {
             if item.column.starts_with(FROM_PREFIX) {
-                linked = true;
                 anchors.apply(&item.value, 1);
             } else if item.column.as_ref() == FORWARDED_TO {
                 forwarded_to = Some(item.value);
@@ -353,6 +351,8 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
                 forwarded = Some(AnchorTerms::decode(&item.value));
             }
         }
+        // One anchor per page linking here.
+        let linked = anchors.anchors > 0;
         let canonical = canonical_of(txn, target).await?;
         // What this run changes in each canonical's anchor terms: what the target added before
         // is taken back where it went, and what it adds now goes to its canonical.

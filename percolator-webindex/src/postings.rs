@@ -146,19 +146,11 @@ impl<'a> ChunkIter<'a> {
 
     fn u32(&mut self) -> Result<u32, ChunkError> {
         let start = self.at;
-        let mut n = 0u64;
-        for shift in (0..35).step_by(7) {
-            let byte = *self
-                .bytes
-                .get(self.at)
-                .ok_or(ChunkError::Malformed(start))?;
-            self.at += 1;
-            n |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return u32::try_from(n).map_err(|_| ChunkError::Malformed(start));
-            }
-        }
-        Err(ChunkError::Malformed(start))
+        // A u32 takes at most 5 bytes.
+        let (n, used) =
+            get_varint(&self.bytes[self.at..], 5).ok_or(ChunkError::Malformed(start))?;
+        self.at += used;
+        u32::try_from(n).map_err(|_| ChunkError::Malformed(start))
     }
 }
 
@@ -307,7 +299,7 @@ impl<'a> RareIter<'a> {
     fn slice(&mut self) -> Result<&'a [u8], ChunkError> {
         let start = self.at;
         let bytes: &'a [u8] = self.bytes;
-        let (len, used) = get_varint(&bytes[self.at..]).ok_or(ChunkError::Malformed(start))?;
+        let (len, used) = get_varint(&bytes[self.at..], 10).ok_or(ChunkError::Malformed(start))?;
         let from = self.at + used;
         let to = usize::try_from(len)
             .ok()
@@ -344,11 +336,11 @@ impl<'a> Iterator for RareIter<'a> {
     }
 }
 
-/// A LEB128 varint at the start of `bytes` and how many bytes it took; `None` when it does not
-/// end or does not fit 64 bits.
-fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+/// A LEB128 varint of at most `max_bytes` bytes (10 for any u64) at the start of `bytes`, and
+/// how many bytes it took; `None` when it does not end within them or does not fit 64 bits.
+fn get_varint(bytes: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
     let mut n = 0u64;
-    for (i, byte) in bytes.iter().take(10).enumerate() {
+    for (i, byte) in bytes.iter().take(max_bytes.min(10)).enumerate() {
         let part = u64::from(byte & 0x7f);
         let shift = 7 * i as u32;
         if shift == 63 && part > 1 {

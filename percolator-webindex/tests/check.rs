@@ -68,6 +68,22 @@ async fn edit_chunk(
     t.commit().await.unwrap();
 }
 
+/// Sets (`Some`) or deletes (`None`) one cell, in one transaction.
+async fn set_cell(
+    client: &Client<MemStore>,
+    table: &[u8],
+    row: &Bytes,
+    column: &[u8],
+    value: Option<Bytes>,
+) {
+    let mut t = client.begin().await.unwrap();
+    match value {
+        Some(value) => t.set(table, row, column, value).unwrap(),
+        None => t.delete(table, row, column).unwrap(),
+    }
+    t.commit().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tampered_index_is_caught() {
     let client = indexed().await;
@@ -164,18 +180,6 @@ async fn tampered_index_is_caught() {
     let rare = RareChunk::decode(&bucket.value).unwrap();
     let (rare_term, rare_postings) = rare.terms.iter().next().unwrap();
     let rare_slot = *rare_postings.postings.keys().next().unwrap();
-    let set_index = |row: Bytes, value: Option<Bytes>| {
-        let client = &client;
-        let column = bucket.column.clone();
-        async move {
-            let mut t = client.begin().await.unwrap();
-            match value {
-                Some(value) => t.set(INDEX, row, column, value).unwrap(),
-                None => t.delete(INDEX, row, column).unwrap(),
-            }
-            t.commit().await.unwrap();
-        }
-    };
     let mut edited = rare.clone();
     edited
         .terms
@@ -183,7 +187,14 @@ async fn tampered_index_is_caught() {
         .unwrap()
         .postings
         .remove(&rare_slot);
-    set_index(bucket.row.clone(), Some(edited.encode())).await;
+    set_cell(
+        &client,
+        INDEX,
+        &bucket.row,
+        &bucket.column,
+        Some(edited.encode()),
+    )
+    .await;
     let found = violations(&client).await;
     assert!(
         found.iter().any(|v| v.contains("1 index entries missing")),
@@ -195,7 +206,14 @@ async fn tampered_index_is_caught() {
         .map(|i| rare_row(&format!("other{i}")))
         .find(|row| *row != bucket.row)
         .unwrap();
-    set_index(elsewhere.clone(), Some(moved.encode())).await;
+    set_cell(
+        &client,
+        INDEX,
+        &elsewhere,
+        &bucket.column,
+        Some(moved.encode()),
+    )
+    .await;
     let found = violations(&client).await;
     assert!(
         found
@@ -203,10 +221,24 @@ async fn tampered_index_is_caught() {
             .any(|v| v.contains(&format!("holds term {rare_term:?} of another bucket"))),
         "{found:?}"
     );
-    set_index(elsewhere, None).await;
-    set_index(bucket.row.clone(), Some(bucket.value.clone())).await;
+    set_cell(&client, INDEX, &elsewhere, &bucket.column, None).await;
+    set_cell(
+        &client,
+        INDEX,
+        &bucket.row,
+        &bucket.column,
+        Some(bucket.value.clone()),
+    )
+    .await;
     assert_eq!(violations(&client).await, Vec::<String>::new());
-    set_index(bucket.row.clone(), Some(Bytes::from_static(b"\x02\x05ab"))).await;
+    set_cell(
+        &client,
+        INDEX,
+        &bucket.row,
+        &bucket.column,
+        Some(Bytes::from_static(b"\x02\x05ab")),
+    )
+    .await;
     let found = violations(&client).await;
     assert!(
         found
@@ -214,7 +246,14 @@ async fn tampered_index_is_caught() {
             .any(|v| v.starts_with("index chunk ~rare/") && v.contains("malformed")),
         "{found:?}"
     );
-    set_index(bucket.row.clone(), Some(bucket.value.clone())).await;
+    set_cell(
+        &client,
+        INDEX,
+        &bucket.row,
+        &bucket.column,
+        Some(bucket.value.clone()),
+    )
+    .await;
     assert_eq!(violations(&client).await, Vec::<String>::new());
 
     // A directory listing a cluster that does not exist, in the wrong shard.
@@ -282,21 +321,6 @@ async fn tampered_index_is_caught() {
     );
 }
 
-/// Sets (`Some`) or deletes (`None`) one `links` cell, in one transaction.
-async fn set_link_cell(
-    client: &Client<MemStore>,
-    row: &Bytes,
-    column: &[u8],
-    value: Option<Bytes>,
-) {
-    let mut t = client.begin().await.unwrap();
-    match value {
-        Some(value) => t.set(LINKS, row, column, value).unwrap(),
-        None => t.delete(LINKS, row, column).unwrap(),
-    }
-    t.commit().await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tampered_links_are_caught() {
     let client = indexed().await;
@@ -320,15 +344,23 @@ async fn tampered_links_are_caught() {
     // What the target says it forwarded counted wrong: its canonical's terms are still right.
     let mut wrong = AnchorTerms::decode(&forwarded.value);
     wrong.apply(b"extra words", 1);
-    set_link_cell(&client, &forwarded.row, FORWARDED, Some(wrong.encode())).await;
+    set_cell(
+        &client,
+        LINKS,
+        &forwarded.row,
+        FORWARDED,
+        Some(wrong.encode()),
+    )
+    .await;
     assert_eq!(
         violations(&client).await,
         vec![format!(
             "the anchor terms forwarded from {target} are not those of its links"
         )]
     );
-    set_link_cell(
+    set_cell(
         &client,
+        LINKS,
         &forwarded.row,
         FORWARDED,
         Some(forwarded.value.clone()),
@@ -337,8 +369,9 @@ async fn tampered_links_are_caught() {
     assert_eq!(violations(&client).await, Vec::<String>::new());
 
     // Forwarded to a page that is not its canonical.
-    set_link_cell(
+    set_cell(
         &client,
+        LINKS,
         &forwarded.row,
         FORWARDED_TO,
         Some(Bytes::from_static(b"http://nowhere.example/")),
@@ -351,8 +384,9 @@ async fn tampered_links_are_caught() {
              canonical {canonical}"
         )]
     );
-    set_link_cell(
+    set_cell(
         &client,
+        LINKS,
         &forwarded.row,
         FORWARDED_TO,
         Some(forwarded_to.value.clone()),
@@ -361,8 +395,9 @@ async fn tampered_links_are_caught() {
 
     // A link nobody forwarded: the target's forwarded terms and its canonical's are both short.
     let extra = from_column(b"http://nowhere.example/");
-    set_link_cell(
+    set_cell(
         &client,
+        LINKS,
         &forwarded.row,
         &extra,
         Some(Bytes::from_static(b"more anchor text")),
@@ -375,13 +410,14 @@ async fn tampered_links_are_caught() {
             format!("the anchor terms of {canonical} are not those of the links to its cluster"),
         ]
     );
-    set_link_cell(&client, &forwarded.row, &extra, None).await;
+    set_cell(&client, LINKS, &forwarded.row, &extra, None).await;
     assert_eq!(violations(&client).await, Vec::<String>::new());
 
     // Anchor terms forwarded from a page nothing links to.
     let nowhere = Bytes::from_static(b"http://nowhere.example/");
-    set_link_cell(
+    set_cell(
         &client,
+        LINKS,
         &nowhere,
         FORWARDED_TO,
         Some(forwarded_to.value.clone()),

@@ -687,8 +687,8 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
 pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let ours = observing_client(&store, &watched).await;
-    let theirs = observing_client(&store, &watched).await;
+    let ours = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let theirs = observing_client(&store, std::slice::from_ref(&watched)).await;
     let before = ours.begin().await.unwrap().start_ts();
     for (c, row) in [(&ours, "ours"), (&theirs, "theirs")] {
         let mut t = c.begin().await.unwrap();
@@ -756,7 +756,7 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
 pub async fn clearing_a_backlog_larger_than_a_row_mutation<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");
-    let c = observing_client(&store, &watched).await;
+    let c = observing_client(&store, std::slice::from_ref(&watched)).await;
     let limit = 4;
     store.set_limits(Some(store.inner().limits().with_max_row_ops(limit)));
     for _ in 0..3 * limit + 1 {

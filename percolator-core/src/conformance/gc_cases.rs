@@ -426,7 +426,7 @@ pub async fn sweeps_dead_workers<F: StoreFactory>(factory: &F) {
 pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let declared = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let writer = observing_client(&store, &declared).await;
+    let writer = observing_client(&store, std::slice::from_ref(&declared)).await;
     assert!(writer.is_registered(TABLE, "watched"));
     assert!(!writer.is_registered(TABLE, "orphan"));
     for row in ["a", "b", "c"] {
@@ -477,7 +477,7 @@ pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F
 pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let c = observing_client(&store, &watched).await;
+    let c = observing_client(&store, std::slice::from_ref(&watched)).await;
     // Each row: a value, then an observer run's ack; "dead" and "pending" then lose the value.
     for row in ["live", "dead", "pending"] {
         let mut t = c.begin().await.unwrap();

@@ -145,16 +145,16 @@ pub async fn client_with<S: RowStore>(store: &Arc<S>, config: TxnConfig) -> Clie
         .expect("client")
 }
 
-/// A client (like [`client`]) whose commits notify `column` strongly: what a writer declares
-/// for an observer of it.
+/// A client (like [`client`]) that declares `columns` observed, so its commits notify them as
+/// their observers need: what a writer declares.
 pub async fn observing_client<S: RowStore>(
     store: &Arc<S>,
-    column: &crate::txn::ObservedColumn,
+    columns: &[crate::txn::ObservedColumn],
 ) -> Client<S> {
     Client::builder(Arc::clone(store))
         .local_oracle()
         .config(fast_config())
-        .observe(column)
+        .observe_all(columns)
         .build()
         .await
         .expect("client")

@@ -54,13 +54,7 @@ pub async fn start<S: RowStore>(store: &Arc<S>, observers: Observers<S>) -> Runt
 
 /// A writer client declaring `columns` as observed.
 pub async fn writer<S: RowStore>(store: &Arc<S>, columns: &[ObservedColumn]) -> Client<S> {
-    Client::builder(Arc::clone(store))
-        .local_oracle()
-        .config(fast_config())
-        .observe_all(columns)
-        .build()
-        .await
-        .unwrap()
+    percolator_core::conformance::observing_client(store, columns).await
 }
 
 /// Waits (generously) for a runtime to go idle.
