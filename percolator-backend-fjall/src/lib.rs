@@ -52,6 +52,15 @@
 //! stripe order and applies every successful item in a single write batch. Only each item is atomic, so a huge batch (an inverter's prewrite of tens of
 //! thousands of term rows) need not hold every latch stripe while it applies.
 //!
+//! An **all-or-nothing** batch ([`RowStore::mutate_rows_atomically`], which one-phase commits of
+//! several rows use) takes every row's latch at once, checks every item against one snapshot
+//! and applies all of them in one write batch, or none: atomic for readers and after a crash
+//! alike. So it cannot be sliced, and the store takes at most 512 rows in one
+//! ([`StoreLimits::max_atomic_rows`], the slice size). Without that cap an inverter's one-phase
+//! commit of ~10 000 term rows held nearly every stripe while it planned and applied: the run
+//! used a little less CPU, but every snapshot read waited behind it, and in the freshness
+//! experiment at 1%/h the incremental p50 went from 18.5 ms to 55.7 ms.
+//!
 //! **Readers take no row latch.** Every read and scan goes through one fjall [`Snapshot`] (a
 //! sequence number across all keyspaces), and a snapshot never sees half of a write batch: all
 //! items of a batch carry one sequence number, and fjall publishes it as visible only after
@@ -144,10 +153,10 @@ use percolator_core::embedded::{
     version_bounds,
 };
 use percolator_core::key::{self, KeyError};
-use percolator_core::store::validate_batch;
+use percolator_core::store::{validate_atomic_batch, validate_batch};
 use percolator_core::{
-    Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
-    Scan, StoreError, StoreLimits, TsRange,
+    AtomicOutcome, Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells,
+    RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
 };
 
 pub use percolator_core::embedded::SCAN_GATES;
@@ -161,7 +170,8 @@ use crate::recent_writes::RecentWrites;
 pub const FJALL_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 1024, 100_000)
     .with_persistent(true)
     .with_durable_after_sync(true)
-    .with_tracks_snapshot_reads(true);
+    .with_tracks_snapshot_reads(true)
+    .with_max_atomic_rows(LATCHED_SLICE_ROWS);
 
 /// The fewest flush and compaction threads [`FjallConfig::worker_threads`] `None` gives.
 pub const MIN_DEFAULT_WORKER_THREADS: usize = 3;
@@ -365,6 +375,22 @@ fn corrupt(e: KeyError) -> StoreError {
 }
 
 /// The `enc(table) ++ enc(row)` prefix of a cell key.
+/// The version of cell key `k` (its last eight bytes).
+fn ts_of(k: &[u8]) -> Result<u64, StoreError> {
+    let at = k.len().saturating_sub(8);
+    key::decode_ts(&k[at..], at).map_err(corrupt)
+}
+
+/// How a write batch changes one row's notify keys ([`FjallStore::notify_deltas`]).
+struct NotifyDelta {
+    /// The row's prefix.
+    row: Vec<u8>,
+    /// Keys added less keys deleted.
+    delta: i64,
+    /// The newest version among the keys added (0 if none).
+    newest: u64,
+}
+
 fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
     let (_, table_len) = key::decode_bytes(k, 0).map_err(corrupt)?;
     let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
@@ -508,7 +534,7 @@ impl FjallStore {
     fn load_notify_rows(&self) -> Result<(), StoreError> {
         for guard in self.db.snapshot().iter(self.keyspace(Family::Notify)) {
             let k = guard.key().map_err(|e| backend("open", e))?;
-            self.notify_rows.add(row_prefix_of(&k)?, 1);
+            self.notify_rows.add(row_prefix_of(&k)?, 1, ts_of(&k)?);
         }
         Ok(())
     }
@@ -517,28 +543,44 @@ impl FjallStore {
     /// final writes put and the engine's latest state lacks, less those they delete and it holds
     /// (point lookups; the caller holds the rows' latches, so the answers stay true until the
     /// writes apply).
-    fn notify_deltas(&self, writes: &[KeyWrite]) -> Result<Vec<(Vec<u8>, i64)>, StoreError> {
+    fn notify_deltas(&self, writes: &[KeyWrite]) -> Result<Vec<NotifyDelta>, StoreError> {
         let mut last: HashMap<&[u8], bool> = HashMap::new();
         for w in writes.iter().filter(|w| w.family == Family::Notify) {
             last.insert(&w.key, w.value.is_some());
         }
         let keyspace = self.keyspace(Family::Notify);
-        let mut deltas: HashMap<&[u8], i64> = HashMap::new();
+        let mut deltas: HashMap<&[u8], (i64, u64)> = HashMap::new();
         for (key, put) in last {
-            let exists = keyspace
-                .contains_key(key)
-                .map_err(|e| backend("notify count", e))?;
+            let row = row_prefix_of(key)?;
+            let ts = ts_of(key)?;
+            // The map is exact for a latched row: a row it lacks holds no notify key, and none
+            // newer than the row's newest. Only the rest needs the engine.
+            let exists = match self.notify_rows.newest_ts(row) {
+                None => false,
+                Some(newest) if put && ts > newest => false,
+                Some(_) => keyspace
+                    .contains_key(key)
+                    .map_err(|e| backend("notify count", e))?,
+            };
             let delta = match (exists, put) {
                 (false, true) => 1,
                 (true, false) => -1,
                 _ => continue,
             };
-            *deltas.entry(row_prefix_of(key)?).or_default() += delta;
+            let entry = deltas.entry(row).or_default();
+            entry.0 += delta;
+            if delta > 0 {
+                entry.1 = entry.1.max(ts);
+            }
         }
         Ok(deltas
             .into_iter()
-            .filter(|(_, delta)| *delta != 0)
-            .map(|(row, delta)| (row.to_vec(), delta))
+            .filter(|(_, (delta, _))| *delta != 0)
+            .map(|(row, (delta, newest))| NotifyDelta {
+                row: row.to_vec(),
+                delta,
+                newest,
+            })
             .collect())
     }
 
@@ -547,8 +589,9 @@ impl FjallStore {
     /// ones stop counting after (see [`notify_rows`]).
     fn apply(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
         let notify = self.notify_deltas(&writes)?;
-        for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d > 0) {
-            self.notify_rows.add(row_prefix, delta.unsigned_abs());
+        for d in notify.iter().filter(|d| d.delta > 0) {
+            self.notify_rows
+                .add(&d.row, d.delta.unsigned_abs(), d.newest);
         }
         let lock_writes = LockMirror::writes_of(&writes);
         let write_family: Vec<KeyWrite> = writes
@@ -558,8 +601,8 @@ impl FjallStore {
             .collect();
         if let Err(e) = self.commit_writes(writes) {
             // Nothing applied: the new keys do not count.
-            for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d > 0) {
-                self.notify_rows.subtract(row_prefix, delta.unsigned_abs());
+            for d in notify.iter().filter(|d| d.delta > 0) {
+                self.notify_rows.subtract(&d.row, d.delta.unsigned_abs());
             }
             return Err(e);
         }
@@ -571,8 +614,8 @@ impl FjallStore {
                 .name("fjall-forget".into())
                 .spawn(move || recent.forget_oldest());
         }
-        for (row_prefix, delta) in notify.iter().filter(|(_, d)| *d < 0) {
-            self.notify_rows.subtract(row_prefix, delta.unsigned_abs());
+        for d in notify.iter().filter(|d| d.delta < 0) {
+            self.notify_rows.subtract(&d.row, d.delta.unsigned_abs());
         }
         Ok(())
     }
@@ -786,6 +829,28 @@ impl FjallStore {
         drop(snapshot);
         self.apply(writes)?;
         Ok(outcomes)
+    }
+
+    /// [`RowStore::mutate_rows_atomically`] of a validated batch: every row's latch, every
+    /// item planned against one snapshot, then one write batch for all of them or none.
+    fn mutate_all_or_nothing(&self, batch: &[RowMutation]) -> Result<AtomicOutcome, StoreError> {
+        let _latches = self.latches.write_rows(batch);
+        let snapshot = self.db.snapshot();
+        let mut writes = Vec::new();
+        let view = View {
+            store: self,
+            snapshot: &snapshot,
+        };
+        for (item, mutation) in batch.iter().enumerate() {
+            if let MutationOutcome::ConditionFailed { condition } =
+                plan(&self.latches, &view, mutation, &mut writes)?
+            {
+                return Ok(AtomicOutcome::ConditionFailed { item, condition });
+            }
+        }
+        drop(snapshot);
+        self.apply(writes)?;
+        Ok(AtomicOutcome::Applied)
     }
 }
 
@@ -1024,6 +1089,19 @@ impl RowStore for FjallStore {
         }
     }
 
+    /// One fjall write batch under every row's latch: atomic for readers (a snapshot never sees
+    /// part of a batch) and after a crash (the journal drops a torn batch whole).
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<AtomicOutcome, StoreError> {
+        tokio::task::consume_budget().await;
+        validate_atomic_batch(&batch, &FJALL_LIMITS)?;
+        // Taken before any row latch (a scan cycling the gates holds no latch).
+        let _gate = self.latches.gate_for(&batch);
+        self.mutate_all_or_nothing(&batch)
+    }
+
     async fn sync(&self) -> Result<(), StoreError> {
         // `persist` fsyncs the journal: blocking disk I/O, on tokio's blocking pool.
         let db = self.db.clone();
@@ -1136,6 +1214,12 @@ mod tests {
             "deleting an absent key removes none"
         );
         apply(vec![delete_at(3), put_at(5)]);
+        assert_eq!(store.notify_rows.count(&row), 2);
+        // Older than the row's newest key: new or not, the engine tells.
+        apply(vec![put_at(1)]);
+        apply(vec![put_at(4)]);
+        assert_eq!(store.notify_rows.count(&row), 3, "1 is new, 4 is live");
+        apply(vec![delete_at(1)]);
         assert_eq!(store.notify_rows.count(&row), 2);
         // Reopening counts what the engine holds.
         drop(store);

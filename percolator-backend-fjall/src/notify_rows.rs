@@ -35,6 +35,13 @@
 //! since crossbeam's insert replaces the entry and a walk passing by at that moment would not see
 //! it. A scan therefore never misses a row whose notification was written before the scan began.
 //! Memory is one entry per dirty row: the backlog, not the history.
+//!
+//! **Newest version.** Each row also keeps the newest version among its notify keys (never
+//! lowered while the row is in the map; a row that leaves starts afresh). So a mutation needs no
+//! engine lookup to know that a key is new when its row is not in the map, or when its version
+//! is newer than the row's newest — nearly every notification a transaction writes, since each
+//! is at the writer's fresh start timestamp. Only deletes, and the rare put older than its
+//! row's newest key, still ask the engine.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -42,29 +49,51 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crossbeam_skiplist::SkipMap;
 
 /// The row prefixes (`enc(table) ++ enc(row)`, [`percolator_core::key::row_prefix`]) that hold
-/// notify cells, in key order, with how many each holds.
+/// notify cells, in key order, with how many each holds and the newest version among them.
 #[derive(Debug, Default)]
 pub(crate) struct NotifyRows {
-    rows: SkipMap<Vec<u8>, AtomicU64>,
+    rows: SkipMap<Vec<u8>, RowEntry>,
+}
+
+/// One dirty row's notify keys.
+#[derive(Debug)]
+struct RowEntry {
+    count: AtomicU64,
+    newest: AtomicU64,
 }
 
 impl NotifyRows {
-    /// Counts `n` more notify keys in `row_prefix` (before the batch putting them applies; the
-    /// caller holds the row's write latch, or is opening the store). A row already in the map
-    /// keeps its entry: crossbeam's `insert` would replace it, and a scan walking past at that
-    /// moment would not see the row.
-    pub(crate) fn add(&self, row_prefix: &[u8], n: u64) {
+    /// Counts `n` more notify keys in `row_prefix`, the newest at version `newest` (before the
+    /// batch putting them applies; the caller holds the row's write latch, or is opening the
+    /// store). A row already in the map keeps its entry: crossbeam's `insert` would replace it,
+    /// and a scan walking past at that moment would not see the row.
+    pub(crate) fn add(&self, row_prefix: &[u8], n: u64, newest: u64) {
         if n == 0 {
             return;
         }
         match self.rows.get(row_prefix) {
             Some(entry) => {
-                entry.value().fetch_add(n, Relaxed);
+                entry.value().count.fetch_add(n, Relaxed);
+                entry.value().newest.fetch_max(newest, Relaxed);
             }
             None => {
-                self.rows.insert(row_prefix.to_vec(), AtomicU64::new(n));
+                self.rows.insert(
+                    row_prefix.to_vec(),
+                    RowEntry {
+                        count: AtomicU64::new(n),
+                        newest: AtomicU64::new(newest),
+                    },
+                );
             }
         }
+    }
+
+    /// The newest version among the notify keys of `row_prefix`, or `None` if it holds none
+    /// (exact for a row whose write latch the caller holds).
+    pub(crate) fn newest_ts(&self, row_prefix: &[u8]) -> Option<u64> {
+        self.rows
+            .get(row_prefix)
+            .map(|entry| entry.value().newest.load(Relaxed))
     }
 
     /// Counts `n` fewer notify keys in `row_prefix` (after the batch deleting them applied; the
@@ -73,8 +102,8 @@ impl NotifyRows {
         let Some(entry) = self.rows.get(row_prefix) else {
             return;
         };
-        let left = entry.value().load(Relaxed).saturating_sub(n);
-        entry.value().store(left, Relaxed);
+        let left = entry.value().count.load(Relaxed).saturating_sub(n);
+        entry.value().count.store(left, Relaxed);
         if left == 0 {
             entry.remove();
         }
@@ -102,7 +131,7 @@ impl NotifyRows {
     pub(crate) fn count(&self, row_prefix: &[u8]) -> u64 {
         self.rows
             .get(row_prefix)
-            .map_or(0, |entry| entry.value().load(Relaxed))
+            .map_or(0, |entry| entry.value().count.load(Relaxed))
     }
 }
 
@@ -114,7 +143,7 @@ mod tests {
     fn ranges_are_half_open_and_ordered() {
         let rows = NotifyRows::default();
         for r in [b"c", b"a", b"b", b"d", b"a"] {
-            rows.add(r, 1);
+            rows.add(r, 1, 7);
         }
         rows.subtract(b"d", 1);
         assert_eq!(rows.len(), 3);
@@ -125,13 +154,26 @@ mod tests {
     #[test]
     fn a_row_leaves_when_its_count_reaches_zero() {
         let rows = NotifyRows::default();
-        rows.add(b"r", 2);
-        rows.add(b"r", 0);
-        rows.subtract(b"r", 1);
+        rows.add(b"r", 2, 9);
+        rows.add(b"r", 0, 99);
+        rows.add(b"r", 1, 5);
+        assert_eq!(
+            rows.newest_ts(b"r"),
+            Some(9),
+            "never lowered; a no-op add changes nothing"
+        );
+        rows.subtract(b"r", 2);
         assert_eq!((rows.len(), rows.count(b"r")), (1, 1));
         rows.subtract(b"r", 5);
         assert_eq!((rows.len(), rows.count(b"r")), (0, 0));
+        assert_eq!(rows.newest_ts(b"r"), None);
+        rows.add(b"r", 1, 3);
+        assert_eq!(
+            rows.newest_ts(b"r"),
+            Some(3),
+            "a row back in the map starts afresh"
+        );
         rows.subtract(b"absent", 1);
-        assert_eq!(rows.len(), 0);
+        assert_eq!(rows.len(), 1);
     }
 }

@@ -105,10 +105,10 @@ use percolator_core::embedded::{
     version_bounds,
 };
 use percolator_core::key::{self, KeyError};
-use percolator_core::store::validate_batch;
+use percolator_core::store::{validate_atomic_batch, validate_batch};
 use percolator_core::{
-    Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
-    Scan, StoreError, StoreLimits,
+    AtomicOutcome, Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells,
+    RowMutation, RowStore, Scan, StoreError, StoreLimits,
 };
 use sled::Transactional as _;
 
@@ -131,7 +131,11 @@ fn commit_position(family: usize) -> usize {
 pub const SLED_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 1024, 100_000)
     .with_persistent(true)
     .with_durable_after_sync(true)
-    .with_tracks_snapshot_reads(true);
+    .with_tracks_snapshot_reads(true)
+    .with_max_atomic_rows(MAX_ATOMIC_ROWS);
+
+/// The most rows of one all-or-nothing mutation: each holds its rows' latches while it applies.
+const MAX_ATOMIC_ROWS: usize = 512;
 
 /// How to open a [`SledStore`].
 ///
@@ -410,6 +414,22 @@ impl SledStore {
         self.commit_writes(&writes)?;
         Ok(outcomes)
     }
+
+    /// [`RowStore::mutate_rows_atomically`] of a validated batch: every row's latch, every
+    /// item planned, then one sled transaction for all of them or none.
+    fn mutate_all_or_nothing(&self, batch: &[RowMutation]) -> Result<AtomicOutcome, StoreError> {
+        let _latches = self.latches.write_rows(batch);
+        let mut writes = Vec::new();
+        for (item, mutation) in batch.iter().enumerate() {
+            if let MutationOutcome::ConditionFailed { condition } =
+                plan(&self.latches, self, mutation, &mut writes)?
+            {
+                return Ok(AtomicOutcome::ConditionFailed { item, condition });
+            }
+        }
+        self.commit_writes(&writes)?;
+        Ok(AtomicOutcome::Applied)
+    }
 }
 
 /// The trees as they are: the caller holds the row latch.
@@ -528,6 +548,18 @@ impl RowStore for SledStore {
             // Items on the same row must see each other's effects: apply one by one.
             batch.iter().map(|item| self.mutate_one(item)).collect()
         }
+    }
+
+    /// One sled transaction under every row's latch, as a distinct-row batch applies.
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<AtomicOutcome, StoreError> {
+        tokio::task::consume_budget().await;
+        validate_atomic_batch(&batch, &SLED_LIMITS)?;
+        // Taken before any row latch (a scan cycling the gates holds no latch).
+        let _gate = self.latches.gate_for(&batch);
+        self.mutate_all_or_nothing(&batch)
     }
 
     async fn sync(&self) -> Result<(), StoreError> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use parking_lot::Mutex;
-use percolator_core::{Client, GcConfig, RowStore, TimestampOracle};
+use percolator_core::{Client, GcConfig, RowStore, TimestampOracle, TxnConfig};
 use percolator_observers::{GcSchedule, Runtime, RuntimeConfig, RuntimeStats, audit};
 use percolator_webindex::{
     self as webindex, Clustered, CrawledPage, LoadReport, Mode, PageOutcome, SearchOptions,
@@ -181,6 +181,10 @@ pub struct RunArgs {
     /// The safe point's distance behind the oldest snapshot in use, for `--gc-every-secs`.
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     gc_grace_secs: f64,
+    /// Commit every transaction in two phases, with a lock on every cell written, also where
+    /// the store could commit it in one step (for comparison, and for tests of crash recovery).
+    #[arg(long)]
+    two_phase: bool,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -370,8 +374,12 @@ pub async fn run<S: RowStore>(
                     ))
                 }
             };
+            let mut client = client_builder(&store, &oracle);
+            if args.two_phase {
+                client = client.config(TxnConfig::default().with_one_phase_commit(false));
+            }
             let runtime = Runtime::start(
-                client_builder(&store, &oracle),
+                client,
                 webindex::observers(None),
                 runtime_config(&args.workers).with_gc(gc),
             )

@@ -67,8 +67,8 @@ pub use gc::{GcConfig, GcReport};
 pub use oracle::{LocalOracle, TimestampOracle};
 pub use records::CellAddr;
 pub use store::{
-    Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
-    RowMutation, RowStore, Scan, StoreLimits, TsRange,
+    AtomicOutcome, Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome,
+    ReadRow, RowCells, RowMutation, RowStore, Scan, StoreLimits, TsRange,
 };
 pub use txn::{
     ClearOutcome, Client, ClientBuilder, CommitInfo, NotificationKind, NotifyRow, NotifyVersion,

@@ -344,6 +344,21 @@ pub enum MutationOutcome {
     },
 }
 
+/// What [`RowStore::mutate_rows_atomically`] did: everything or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AtomicOutcome {
+    /// Every condition of every item held; every mutation was applied.
+    Applied,
+    /// A condition did not hold (the first the store found); nothing was applied.
+    ConditionFailed {
+        /// Index of the item into the batch.
+        item: usize,
+        /// Index into that item's [`RowMutation::conditions`].
+        condition: usize,
+    },
+}
+
 impl MutationOutcome {
     /// Whether the row mutation was applied.
     pub fn applied(self) -> bool {
@@ -388,6 +403,11 @@ pub struct StoreLimits {
     /// `usize::MAX` where there is no such limit). The transaction layer checks the rows of a
     /// transaction against it before writing any lock.
     pub max_row_ops: usize,
+    /// Most row mutations in one [`RowStore::mutate_rows_atomically`] call: 0 (the default)
+    /// where the store cannot apply mutations of several rows all or nothing. Transactions that
+    /// write up to this many rows then commit in one step where the store also
+    /// [tracks snapshot reads](Self::tracks_snapshot_reads) (see `txn::one_phase`).
+    pub max_atomic_rows: usize,
 }
 
 impl StoreLimits {
@@ -403,7 +423,15 @@ impl StoreLimits {
             distributed: false,
             tracks_snapshot_reads: false,
             max_row_ops: usize::MAX,
+            max_atomic_rows: 0,
         }
+    }
+
+    /// Sets [`Self::max_atomic_rows`].
+    #[must_use]
+    pub const fn with_max_atomic_rows(mut self, max_atomic_rows: usize) -> Self {
+        self.max_atomic_rows = max_atomic_rows;
+        self
     }
 
     /// Sets [`Self::max_row_ops`].
@@ -501,6 +529,19 @@ pub trait RowStore: Send + Sync + 'static {
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError>;
 
+    /// Applies every row mutation of `batch` or none of them: the conditions of all items are
+    /// checked against one state of the store, and if they all hold, all mutations apply as one
+    /// step — no reader sees some rows changed and others not, and a crash keeps all or none.
+    /// The rows must be distinct and at most [`StoreLimits::max_atomic_rows`]; invalid input
+    /// fails the call before anything is applied. A store that cannot do it (the default,
+    /// `max_atomic_rows` 0) refuses every batch with [`StoreError::TooLarge`].
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<AtomicOutcome, StoreError> {
+        Err(too_many_atomic_rows(batch.len(), 0))
+    }
+
     /// Makes every mutation that returned before this call durable (as far as
     /// [`StoreLimits::durable_after_sync`] promises).
     async fn sync(&self) -> Result<(), StoreError>;
@@ -590,6 +631,36 @@ pub fn validate_batch(batch: &[RowMutation], limits: &StoreLimits) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// [`validate_batch`] for [`RowStore::mutate_rows_atomically`]: also at most
+/// [`StoreLimits::max_atomic_rows`] items, on distinct rows.
+pub fn validate_atomic_batch(
+    batch: &[RowMutation],
+    limits: &StoreLimits,
+) -> Result<(), StoreError> {
+    if batch.len() > limits.max_atomic_rows {
+        return Err(too_many_atomic_rows(batch.len(), limits.max_atomic_rows));
+    }
+    validate_batch(batch, limits)?;
+    let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
+    rows.sort_unstable();
+    if let Some(pair) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(StoreError::InvalidInput(format!(
+            "row {:?} of table {:?} appears twice in one atomic mutation",
+            String::from_utf8_lossy(pair[0].1),
+            String::from_utf8_lossy(pair[0].0),
+        )));
+    }
+    Ok(())
+}
+
+fn too_many_atomic_rows(size: usize, limit: usize) -> StoreError {
+    StoreError::TooLarge {
+        what: "row mutations in one atomic (all-or-nothing) batch",
+        size,
+        limit,
+    }
 }
 
 /// Errors if the encoded key of `(table, row, column)` exceeds the backend's limit.

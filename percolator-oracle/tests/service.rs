@@ -86,6 +86,13 @@ impl RowStore for ProcessView {
         self.reachable()?;
         self.store.mutate_rows(batch).await
     }
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<percolator_core::AtomicOutcome, StoreError> {
+        self.reachable()?;
+        self.store.mutate_rows_atomically(batch).await
+    }
     async fn sync(&self) -> Result<(), StoreError> {
         self.reachable()?;
         self.store.sync().await

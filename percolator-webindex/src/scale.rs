@@ -104,6 +104,8 @@ pub struct ScaleReport {
     pub run_pages_per_sec: f64,
     /// Observer transactions committed in the run.
     pub notifications_processed: u64,
+    /// Commits in one step (no locks), and one-step attempts that fell back to two phases.
+    pub one_phase: [u64; 2],
     /// Notifications processed per second in each quarter of the run.
     pub quarters: [f64; 4],
     /// The last quarter's rate over the first's (1.0: flat).
@@ -350,6 +352,7 @@ pub async fn run<S: RowStore>(
     let report = check(runtime.client()).await?;
     let check_peak = peak_rss_bytes();
     let backend = runtime.client().store().name().to_owned();
+    let txn = runtime.client().metrics();
     runtime.shutdown().await?;
     let quarters = quarter_rates(&samples, run_seconds);
     let observer_quarters = observer_quarters(&samples, run_seconds);
@@ -364,6 +367,7 @@ pub async fn run<S: RowStore>(
         run_seconds,
         run_pages_per_sec: config.docs as f64 / run_seconds.max(1e-9),
         notifications_processed: processed,
+        one_phase: [txn.one_phase_commits, txn.one_phase_fallbacks],
         quarters,
         last_over_first: if quarters[0] > 0.0 {
             quarters[3] / quarters[0]
@@ -406,6 +410,10 @@ impl ScaleReport {
                     "{:.1} s, {:.0} pages/s, {} observer txns",
                     self.run_seconds, self.run_pages_per_sec, self.notifications_processed
                 ),
+            ),
+            (
+                "one-step commits / fell back",
+                format!("{} / {}", self.one_phase[0], self.one_phase[1]),
             ),
             (
                 "notifications/s per quarter",

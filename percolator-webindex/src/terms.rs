@@ -72,12 +72,17 @@ pub struct PageTerms {
 impl PageTerms {
     /// The statistics of a page with this title and body text.
     pub fn of(title: &str, body: &str) -> Self {
-        let mut page = Self::default();
-        for (text, in_title) in [(title, true), (body, false)] {
-            let lower = text.to_lowercase();
-            for (_, term) in tokens(&lower) {
-                page.length = page.length.saturating_add(1);
-                let counts = page.counts.entry(term.to_owned()).or_default();
+        // Counted in a hash map of borrowed terms, sorted once at the end: a page has thousands
+        // of tokens and some hundreds of distinct terms, so an owned key per token and a tree
+        // walk per token were most of the indexing's text work.
+        let lower = [title.to_lowercase(), body.to_lowercase()];
+        let mut length = 0u32;
+        let mut counts: std::collections::HashMap<&str, TermCounts> =
+            std::collections::HashMap::with_capacity(lower[1].len() / 16);
+        for (text, in_title) in [(&lower[0], true), (&lower[1], false)] {
+            for (_, term) in tokens(text) {
+                length = length.saturating_add(1);
+                let counts = counts.entry(term).or_default();
                 let slot = if in_title {
                     &mut counts.title
                 } else {
@@ -86,7 +91,13 @@ impl PageTerms {
                 *slot = slot.saturating_add(1);
             }
         }
-        page
+        Self {
+            length,
+            counts: counts
+                .into_iter()
+                .map(|(term, counts)| (term.to_owned(), counts))
+                .collect(),
+        }
     }
 
     /// Whether `term` occurs in the page.

@@ -581,7 +581,8 @@ async fn commit_unreadable<S: RowStore>(
 ///   its writes never show, and a late delivery of its commit changes nothing.
 pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
-    let c = client(&store).await;
+    // Sections 1 and 2 lose and drop the answers of the commit stage of two-phase commit.
+    let c = client_with(&store, fast_config().with_one_phase_commit(false)).await;
     seed(&c).await;
 
     // 1. Applied, answers lost, status unreadable.
@@ -672,6 +673,31 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
         .await
         .unwrap();
     assert_eq!(value.as_deref(), seen.map(str::as_bytes));
+
+    // 4. Every row in one step, where the store applies several rows all or nothing: its
+    // answer lost and the status unreadable, it settles from the primary's write record.
+    if store.limits().tracks_snapshot_reads && store.limits().max_atomic_rows >= ROWS.len() {
+        let one_step = client(&store).await;
+        let mut t = one_step.begin().await.unwrap();
+        for r in ROWS {
+            t.set(TABLE, r, "v", "one step").unwrap();
+        }
+        let lose = |s: &FaultyStore<F::Store>, n: usize| s.lose_answers(n, Box::new(committing));
+        let err = commit_unreadable(&store, t, lose)
+            .await
+            .expect_err("no answer, no status: undetermined");
+        assert!(matches!(err, Error::CommitUndetermined { .. }), "{err}");
+        assert!(matches!(
+            one_step.settle(&err).await.unwrap(),
+            Settled::Committed { .. }
+        ));
+        let read = one_step.begin().await.unwrap();
+        for r in ROWS {
+            let value = read.get(TABLE, r, "v").await.unwrap();
+            assert_eq!(value.as_deref(), Some(&b"one step"[..]), "row {r}");
+        }
+        assert!(one_step.locks(TABLE).await.unwrap().is_empty());
+    }
 
     // Settle refuses errors it cannot settle.
     assert!(matches!(

@@ -27,8 +27,8 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::error::StoreError;
 use crate::store::{
-    Cell, Condition, Family, Mutation, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore,
-    Scan, StoreLimits, TsRange,
+    AtomicOutcome, Cell, Condition, Family, Mutation, MutationOutcome, ReadRow, RowCells,
+    RowMutation, RowStore, Scan, StoreLimits, TsRange,
 };
 
 /// Which batches lose their answer.
@@ -242,6 +242,42 @@ impl<S: RowStore> FaultyStore<S> {
 }
 
 /// Whether an armed fault (`predicate`, remaining count) strikes `batch`; counts it down if so.
+impl<S: RowStore> FaultyStore<S> {
+    /// Sends `batch` through `apply` with the mutation faults: recorded, then dropped before it
+    /// applies (armed or at random), or applied and its answer lost (armed).
+    async fn with_batch_faults<T, F, Fut>(
+        &self,
+        batch: Vec<RowMutation>,
+        apply: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(Vec<RowMutation>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        self.record(&batch);
+        let drop = take_armed(&self.drop_batch, &batch);
+        if drop {
+            self.counters
+                .batches_dropped
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        if drop || self.strikes(|r| r.batch_drop, &self.counters.batches_dropped) {
+            return Err(StoreError::Unavailable(
+                "injected: batch dropped before it applied".into(),
+            ));
+        }
+        let lose = take_armed(&self.lose_answer, &batch);
+        let outcome = apply(batch).await?;
+        if lose {
+            self.counters.answers_lost.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Unavailable(
+                "injected: answer lost after apply".into(),
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
 fn take_armed(armed: &Mutex<Option<(BatchPredicate, usize)>>, batch: &[RowMutation]) -> bool {
     let mut armed = armed.lock();
     match armed.as_mut() {
@@ -329,27 +365,21 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         if let Some(limits) = *self.limits.lock() {
             crate::store::validate_batch(&batch, &limits)?;
         }
-        self.record(&batch);
-        let drop = take_armed(&self.drop_batch, &batch);
-        if drop {
-            self.counters
-                .batches_dropped
-                .fetch_add(1, Ordering::Relaxed);
+        self.with_batch_faults(batch, |batch| self.inner.mutate_rows(batch))
+            .await
+    }
+
+    /// The same faults as [`RowStore::mutate_rows`]: the whole batch dropped before it applies,
+    /// or its answer lost after.
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<RowMutation>,
+    ) -> Result<AtomicOutcome, StoreError> {
+        if let Some(limits) = *self.limits.lock() {
+            crate::store::validate_atomic_batch(&batch, &limits)?;
         }
-        if drop || self.strikes(|r| r.batch_drop, &self.counters.batches_dropped) {
-            return Err(StoreError::Unavailable(
-                "injected: batch dropped before it applied".into(),
-            ));
-        }
-        let lose = take_armed(&self.lose_answer, &batch);
-        let outcome = self.inner.mutate_rows(batch).await?;
-        if lose {
-            self.counters.answers_lost.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Unavailable(
-                "injected: answer lost after apply".into(),
-            ));
-        }
-        Ok(outcome)
+        self.with_batch_faults(batch, |batch| self.inner.mutate_rows_atomically(batch))
+            .await
     }
 
     async fn sync(&self) -> Result<(), StoreError> {

@@ -248,6 +248,12 @@ async fn raw_row<S: RowStore>(store: &S, row: &str) -> Vec<Vec<crate::store::Cel
         .unwrap()
 }
 
+/// Whether a transaction of `rows` rows can commit in one phase on `store`.
+fn atomic_rows<S: RowStore + ?Sized>(store: &S, rows: usize) -> bool {
+    let limits = store.limits();
+    limits.tracks_snapshot_reads && limits.max_atomic_rows >= rows
+}
+
 async fn value<S: RowStore>(c: &Client<S>, row: &str) -> Option<Bytes> {
     c.begin().await.unwrap().get(TABLE, row, "v").await.unwrap()
 }
@@ -305,14 +311,19 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
             .any(|d| d.value == long)
     );
 
-    // Two rows always take two phases, with or without the hook's permission.
+    // Two rows take one phase only where the store applies several rows all or nothing.
     let steps = Arc::new(RecordSteps::default());
     let mut t = c.begin().await.unwrap();
     t.set(TABLE, "r", "v", "two").unwrap();
     t.set(TABLE, "s", "v", "rows").unwrap();
     t.set_commit_hook(Some(Arc::new(OnePhase(Arc::clone(&steps)))));
     t.commit().await.unwrap();
-    assert!(steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite));
+    assert_eq!(
+        steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite),
+        !atomic_rows(&*store, 2),
+        "{:?}",
+        steps.0.lock()
+    );
     // A scan meets inline values and data versions in one row, in column order.
     let scanned: Vec<(Bytes, Bytes, Bytes)> = c
         .begin()
@@ -364,22 +375,8 @@ pub async fn reader_admitted_before_the_write_keeps_its_snapshot<F: StoreFactory
         assert_eq!(reached.recv().await, Some(CommitStep::BeforeCommitPoint));
         // The writer holds its commit timestamp; this reader starts after it.
         let reader = c.begin().await.unwrap();
-        let before = if tracks {
-            let before = seen(&reader, new_row).await;
-            release.notify_one();
-            // The one-phase mutation must fail now and the commit fall back to two phases,
-            // which takes a new commit timestamp (and passes the step again).
-            assert_eq!(reached.recv().await, Some(CommitStep::BeforeCommitPoint));
-            release.notify_one();
-            before
-        } else {
-            // Two-phase commit: the reader meets the writer's lock and waits for the commit.
-            let release_soon = async {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                release.notify_one();
-            };
-            tokio::join!(seen(&reader, new_row), release_soon).0
-        };
+        let before =
+            read_racing_the_commit(tracks, &mut reached, &release, || seen(&reader, new_row)).await;
         let info = commit.await.unwrap().expect("the writer still commits");
         let after = seen(&reader, new_row).await;
         // The reader's snapshot holds the write exactly if it committed at or before the
@@ -411,6 +408,31 @@ pub async fn reader_admitted_before_the_write_keeps_its_snapshot<F: StoreFactory
         assert_eq!(value(&c, row).await, Some(Bytes::from("new")));
     }
     assert!(c.locks(TABLE).await.unwrap().is_empty());
+}
+
+/// Reads with `read` while a writer waits before its commit point. In one phase the read goes
+/// first; the writer, released, must fail its one-phase mutation and come back to the step in
+/// two phases (with a new commit timestamp), and is released again. In two phases the read meets
+/// the writer's lock and waits for the commit, released 50 ms later.
+async fn read_racing_the_commit<T, Fut: std::future::Future<Output = T>>(
+    one_phase: bool,
+    reached: &mut tokio::sync::mpsc::UnboundedReceiver<CommitStep>,
+    release: &tokio::sync::Notify,
+    read: impl FnOnce() -> Fut,
+) -> T {
+    if one_phase {
+        let before = read().await;
+        release.notify_one();
+        assert_eq!(reached.recv().await, Some(CommitStep::BeforeCommitPoint));
+        release.notify_one();
+        before
+    } else {
+        let release_soon = async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            release.notify_one();
+        };
+        tokio::join!(read(), release_soon).0
+    }
 }
 
 /// What `reader` sees of the racing write: the scanned values around the new row, or the value.
@@ -561,5 +583,137 @@ pub async fn snapshots_stable_under_concurrent_single_row_commits<F: StoreFactor
     let end = c.begin().await.unwrap();
     let rows = end.scan(TABLE, "row".."rox", Columns::All).await.unwrap();
     assert_eq!(rows.len(), WRITERS * INSERTS);
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+}
+
+/// Several rows in one step, where the store applies them all or nothing: the steps of one
+/// phase, every row's value and no lock afterwards, and the weak notification of a row the
+/// transaction does not write goes in with them. A crash before the step leaves no row written,
+/// a crash after leaves all; a lost answer is settled from the first row's write record.
+pub async fn several_rows_in_one_step<F: StoreFactory>(factory: &F) {
+    const ROWS: [&str; 3] = ["m1", "m2", "m3"];
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    let one_step = atomic_rows(&*store, ROWS.len() + 1);
+    let steps = Arc::new(RecordSteps::default());
+    let mut t = c.begin().await.unwrap();
+    for row in ROWS {
+        t.set(TABLE, row, "v", row).unwrap();
+    }
+    t.notify(TABLE, "watched", "v").unwrap();
+    t.set_commit_hook(Some(Arc::new(OnePhase(Arc::clone(&steps)))));
+    let info = t.commit().await.unwrap();
+    let two_phase = steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite);
+    assert_eq!(two_phase, !one_step, "{:?}", steps.0.lock());
+    for row in ROWS {
+        assert_eq!(value(&c, row).await, Some(Bytes::from(row)), "{row}");
+    }
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+    let notified = c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert!(
+        notified.iter().any(|n| n.row.as_ref() == b"watched"
+            && n.columns
+                .iter()
+                .any(|(_, v)| v.iter().any(|v| v.ts == info.start_ts))),
+        "{notified:?}"
+    );
+
+    // A crash at each step: before the commit point nothing, after it everything.
+    for (step, committed) in [
+        (CommitStep::BeforeCommitPoint, false),
+        (CommitStep::AfterCommitPoint, true),
+    ] {
+        let rows: Vec<String> = ROWS.iter().map(|r| format!("{r}-{step:?}")).collect();
+        let mut t = c.begin().await.unwrap();
+        for row in &rows {
+            t.set(TABLE, row, "v", "crash").unwrap();
+        }
+        t.set_commit_hook(Some(Arc::new(OnePhase(CrashAt(step)))));
+        let err = t.commit().await.expect_err("crash injected");
+        assert!(
+            matches!(err, Error::InjectedCrash(s) if s == step),
+            "{err:?}"
+        );
+        if one_step {
+            assert!(c.locks(TABLE).await.unwrap().is_empty(), "{step:?}");
+        } else {
+            // Two-phase commit: resolve what the crash left.
+            let _ = c.resolve_locks(TABLE).await;
+        }
+        for row in &rows {
+            let expected = committed.then(|| Bytes::from("crash"));
+            assert_eq!(value(&c, row).await, expected, "{step:?} {row}");
+        }
+    }
+
+    // The answer lost once, then on every attempt: committed exactly once all the same.
+    for times in [1, 3] {
+        store.lose_answers(times, Box::new(is_prewrite));
+        let rows: Vec<String> = ROWS.iter().map(|r| format!("{r}-lost{times}")).collect();
+        let mut t = c.begin().await.unwrap();
+        for row in &rows {
+            t.set(TABLE, row, "v", "lost").unwrap();
+        }
+        let info = t.commit().await.expect("commit survives lost answers");
+        let read = c.begin().await.unwrap();
+        for row in &rows {
+            let versioned = read.get_versioned(TABLE, row, "v").await.unwrap();
+            assert_eq!(versioned.value, Some(Bytes::from("lost")), "{row}");
+            assert_eq!(versioned.commit_ts, info.commit_ts, "{row}");
+        }
+    }
+}
+
+/// The race of [`reader_admitted_before_the_write_keeps_its_snapshot`] for a write of two rows:
+/// a reader that starts after the writer took its commit timestamp and reads one row before the
+/// write lands keeps its snapshot of both rows; the writer falls back to two phases.
+pub async fn several_rows_reader_admitted_first_keeps_its_snapshot<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = client(&store).await;
+    let mut seed = c.begin().await.unwrap();
+    seed.set(TABLE, "x", "v", "old").unwrap();
+    seed.set(TABLE, "y", "v", "old").unwrap();
+    seed.commit().await.unwrap();
+    let one_step = atomic_rows(&*store, 2);
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::BeforeCommitPoint], None);
+    let mut writer = c.begin().await.unwrap();
+    writer.set(TABLE, "x", "v", "new").unwrap();
+    writer.set(TABLE, "y", "v", "new").unwrap();
+    writer.set_commit_hook(Some(Arc::new(OnePhase(hook))));
+    let commit = tokio::spawn(writer.commit());
+    assert_eq!(reached.recv().await, Some(CommitStep::BeforeCommitPoint));
+    let reader = c.begin().await.unwrap();
+    let read_both = || async {
+        let mut seen = Vec::new();
+        for row in ["x", "y"] {
+            seen.push(reader.get(TABLE, row, "v").await.unwrap());
+        }
+        seen
+    };
+    let before = read_racing_the_commit(one_step, &mut reached, &release, read_both).await;
+    let info = commit.await.unwrap().expect("the writer still commits");
+    let after = read_both().await;
+    let commit_ts = info.commit_ts.unwrap();
+    let expected = if commit_ts <= reader.start_ts() {
+        vec![Some(Bytes::from("new")); 2]
+    } else {
+        vec![Some(Bytes::from("old")); 2]
+    };
+    assert_eq!(
+        before,
+        expected,
+        "commit at {commit_ts}, reader at {}",
+        reader.start_ts()
+    );
+    assert_eq!(after, expected, "the reader's snapshot changed");
+    if one_step {
+        assert!(
+            commit_ts > reader.start_ts(),
+            "the one-step attempt landed at {commit_ts}"
+        );
+    }
     assert!(c.locks(TABLE).await.unwrap().is_empty());
 }

@@ -223,6 +223,12 @@ impl<S: RowStore> RowStore for ForeignStore<S> {
     ) -> std::result::Result<Vec<crate::store::MutationOutcome>, crate::error::StoreError> {
         self.0.mutate_rows(batch).await
     }
+    async fn mutate_rows_atomically(
+        &self,
+        batch: Vec<crate::store::RowMutation>,
+    ) -> std::result::Result<crate::store::AtomicOutcome, crate::error::StoreError> {
+        self.0.mutate_rows_atomically(batch).await
+    }
     async fn sync(&self) -> std::result::Result<(), crate::error::StoreError> {
         self.0.sync().await
     }

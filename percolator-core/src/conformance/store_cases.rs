@@ -1156,3 +1156,108 @@ pub async fn scan_max_versions_over_deep_history<F: StoreFactory>(factory: &F) {
     }
     assert_eq!(old.len(), 2);
 }
+
+/// `mutate_rows_atomically`: all or nothing. A condition failing on the last row leaves every
+/// row as it was; when all hold, every row changes; duplicate rows and batches over
+/// `max_atomic_rows` are refused before anything applies. A store that cannot (limit 0)
+/// refuses every batch, naming the limit.
+pub async fn atomic_batches_apply_all_or_nothing<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let limit = store.limits().max_atomic_rows;
+    let rows: Vec<&[u8]> = vec![b"a", b"b", b"c"];
+    // Each row: put data "v" at 10 if no write record on "w" exists.
+    let batch = |rows: &[&[u8]]| -> Vec<RowMutation> {
+        rows.iter()
+            .map(|row| {
+                row_mutation(
+                    b"t",
+                    row,
+                    vec![Condition::Absent {
+                        family: Family::Write,
+                        column: b(b"w"),
+                        ts: TsRange::ALL,
+                    }],
+                    vec![put(Family::Data, b"v", 10, row)],
+                )
+            })
+            .collect()
+    };
+    let store = &*store;
+    if limit < rows.len() {
+        let err = store
+            .mutate_rows_atomically(batch(&rows))
+            .await
+            .expect_err("over the store's limit of atomic rows");
+        assert!(
+            matches!(err, StoreError::TooLarge { size: 3, limit: l, .. } if l == limit),
+            "{err:?}"
+        );
+        for row in &rows {
+            assert!(data_of(store, row).await.is_empty(), "nothing applied");
+        }
+        return;
+    }
+    // The last row's condition fails: nothing is applied, on any row.
+    apply(
+        store,
+        vec![row_mutation(
+            b"t",
+            b"c",
+            vec![],
+            vec![put(Family::Write, b"w", 5, b"W")],
+        )],
+    )
+    .await;
+    let outcome = store.mutate_rows_atomically(batch(&rows)).await.unwrap();
+    assert_eq!(
+        outcome,
+        crate::store::AtomicOutcome::ConditionFailed {
+            item: 2,
+            condition: 0
+        }
+    );
+    for row in &rows {
+        assert!(data_of(store, row).await.is_empty(), "row {row:?} changed");
+    }
+    // Every condition holds: every row changes.
+    let outcome = store
+        .mutate_rows_atomically(batch(&rows[..2]))
+        .await
+        .unwrap();
+    assert_eq!(outcome, crate::store::AtomicOutcome::Applied);
+    for row in &rows[..2] {
+        assert_eq!(
+            summary(&data_of(store, row).await),
+            [(b"v".to_vec(), 10, row.to_vec())]
+        );
+    }
+    // A row twice: refused, naming the row; nothing applied.
+    let mut twice = batch(&[b"d", b"e"]);
+    twice.push(twice[0].clone());
+    let err = store
+        .mutate_rows_atomically(twice)
+        .await
+        .expect_err("a row twice");
+    assert!(
+        matches!(&err, StoreError::InvalidInput(m) if m.contains("\"d\"")),
+        "{err:?}"
+    );
+    assert!(data_of(store, b"d").await.is_empty());
+    // One row over the limit: refused.
+    let over: Vec<Vec<u8>> = (0..=limit).map(|i| format!("o{i}").into_bytes()).collect();
+    let over: Vec<&[u8]> = over.iter().map(Vec::as_slice).collect();
+    let err = store
+        .mutate_rows_atomically(batch(&over))
+        .await
+        .expect_err("over the limit");
+    assert!(
+        matches!(err, StoreError::TooLarge { limit: l, .. } if l == limit),
+        "{err:?}"
+    );
+    assert!(data_of(store, b"o0").await.is_empty());
+}
+
+/// The data cells of row `row` of table `t`.
+async fn data_of<S: RowStore>(store: &S, row: &[u8]) -> Vec<Cell> {
+    read(store, b"t", row, FamilyRead::all(Family::Data)).await
+}

@@ -174,7 +174,7 @@ impl<S: RowStore> Client<S> {
         faults.at(CommitStep::BeforePrewrite, start_ts).await?;
         if self.one_phase_eligible(row_count, notify_only.len(), &faults)
             && let Some(commit_ts) = self
-                .try_one_phase(&rows[0], start_ts, &notify_value, &faults)
+                .try_one_phase(&rows, &notify_only, start_ts, &notify_value, &faults)
                 .await?
         {
             return self

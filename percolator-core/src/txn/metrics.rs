@@ -14,6 +14,8 @@ pub struct TxnMetrics {
     rolled_forward: AtomicU64,
     rolled_back: AtomicU64,
     cleaned_up: AtomicU64,
+    one_phase: AtomicU64,
+    one_phase_fallbacks: AtomicU64,
 }
 
 /// A copy of [`TxnMetrics`] at one moment.
@@ -37,6 +39,11 @@ pub struct TxnMetricsSnapshot {
     /// a conflict (it fences its primary before it removes its other locks), or by another
     /// cleaner. Cleaning up, not a decision about a live transaction.
     pub locks_cleaned_up: u64,
+    /// Commits in one step, without locks (`txn::one_phase`).
+    pub one_phase_commits: u64,
+    /// One-step attempts that found a condition failed and committed in two phases instead
+    /// (a reader admitted after the commit timestamp, a lock or a newer write in the way).
+    pub one_phase_fallbacks: u64,
 }
 
 impl TxnMetrics {
@@ -64,6 +71,13 @@ impl TxnMetrics {
     pub(crate) fn cleaned_up(&self) {
         Self::bump(&self.cleaned_up);
     }
+    pub(crate) fn one_phase(&self, committed: bool) {
+        Self::bump(if committed {
+            &self.one_phase
+        } else {
+            &self.one_phase_fallbacks
+        });
+    }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> TxnMetricsSnapshot {
@@ -75,6 +89,8 @@ impl TxnMetrics {
             locks_rolled_forward: self.rolled_forward.load(Ordering::Relaxed),
             locks_rolled_back: self.rolled_back.load(Ordering::Relaxed),
             locks_cleaned_up: self.cleaned_up.load(Ordering::Relaxed),
+            one_phase_commits: self.one_phase.load(Ordering::Relaxed),
+            one_phase_fallbacks: self.one_phase_fallbacks.load(Ordering::Relaxed),
         }
     }
 }

@@ -25,13 +25,28 @@
 //! record back; stores that track snapshot reads are in-process, so a call that returned has
 //! finished and cannot land later.
 //!
+//! ## Several rows
+//! A store that can apply mutations of several rows all or nothing
+//! ([`crate::StoreLimits::max_atomic_rows`]: the embedded stores, whose write batches are atomic
+//! across keys) commits a transaction of up to that many rows the same way: one row mutation
+//! per row — the prewrite's conditions, "no snapshot read since", write records and notify
+//! cells — in one [`crate::RowStore::mutate_rows_atomically`] call, with the weak notifications
+//! of rows it does not write alongside. Every argument above holds row by row, and the store
+//! makes the rows visible together: a reader admitted after the check finds every row latched
+//! or written. So a document that writes anchors into sixty link targets costs one store call
+//! and no lock per cell instead of a lock written and removed on each of sixty-one rows in
+//! three rounds.
+//!
 //! [`Condition::NoSnapshotReadSince`]: crate::store::Condition::NoSnapshotReadSince
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result, StoreError};
 use crate::records::{CellAddr, WriteRecord};
-use crate::store::{Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowStore, TsRange};
+use crate::store::{
+    AtomicOutcome, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowMutation, RowStore,
+    TsRange,
+};
 
 use super::Client;
 use super::commit::{AMBIGUOUS_ATTEMPTS, RowWrites};
@@ -40,48 +55,78 @@ use super::layout;
 
 impl<S: RowStore> Client<S> {
     /// Whether a transaction writing `rows` rows (and notifying `notify_only` rows it does not
-    /// write) may try a one-phase commit.
+    /// write) may try a one-phase commit: one row, or as many rows as the store applies all or
+    /// nothing.
     pub(super) fn one_phase_eligible(
         &self,
         rows: usize,
         notify_only: usize,
         faults: &Faults,
     ) -> bool {
-        rows == 1
-            && notify_only == 0
-            && self.config().one_phase_commit
+        let limits = self.inner.store.limits();
+        let fits = (rows == 1 && notify_only == 0)
+            || (rows >= 1 && rows.saturating_add(notify_only) <= limits.max_atomic_rows);
+        fits && self.config().one_phase_commit
             && faults.allow_one_phase()
-            && self.inner.store.limits().tracks_snapshot_reads
+            && limits.tracks_snapshot_reads
     }
 
-    /// Tries to commit `row` in one row mutation. `Ok(Some(commit_ts))`: committed. `Ok(None)`:
-    /// nothing of ours is in the store; commit in two phases instead.
+    /// Tries to commit `rows` (the first is the primary) and the notifications of
+    /// `notify_only` in one step. `Ok(Some(commit_ts))`: committed. `Ok(None)`: nothing of ours
+    /// is in the store; commit in two phases instead.
     pub(super) async fn try_one_phase(
         &self,
-        row: &RowWrites,
+        rows: &[RowWrites],
+        notify_only: &[CellAddr],
         start_ts: u64,
         notify_value: &Bytes,
         faults: &Faults,
     ) -> Result<Option<u64>> {
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
         self.inner.check_snapshot(start_ts)?;
         let commit_ts = self.inner.timestamp().await?;
         faults.at(CommitStep::BeforeCommitPoint, start_ts).await?;
-        let mutation = layout::one_phase(
-            &row.table,
-            &row.row,
-            &row.columns,
-            &row.notify,
-            notify_value,
-            start_ts,
-            commit_ts,
-        );
+        let mut batch: Vec<RowMutation> = rows
+            .iter()
+            .map(|r| {
+                layout::one_phase(
+                    &r.table,
+                    &r.row,
+                    &r.columns,
+                    &r.notify,
+                    notify_value,
+                    start_ts,
+                    commit_ts,
+                )
+            })
+            .collect();
+        batch.extend(layout::notify_rows(notify_only, start_ts, notify_value));
         let mut ambiguous = None;
         for _ in 0..AMBIGUOUS_ATTEMPTS {
-            match self.inner.store.mutate_rows(vec![mutation.clone()]).await {
-                Ok(outcome) if outcome.first() == Some(&MutationOutcome::Applied) => {
+            let applied = if batch.len() == 1 {
+                self.inner
+                    .store
+                    .mutate_rows(batch.clone())
+                    .await
+                    .map(|outcome| outcome.first() == Some(&MutationOutcome::Applied))
+            } else {
+                self.inner
+                    .store
+                    .mutate_rows_atomically(batch.clone())
+                    .await
+                    .map(|outcome| outcome == AtomicOutcome::Applied)
+            };
+            match applied {
+                Ok(true) => {
+                    self.inner.metrics.one_phase(true);
                     return Ok(Some(commit_ts));
                 }
-                Ok(_) => break,
+                Ok(false) => {
+                    self.inner.metrics.one_phase(false);
+                    break;
+                }
                 Err(e @ StoreError::Unavailable(_)) => ambiguous = Some(e),
                 Err(e) => return Err(e.into()),
             }
@@ -89,8 +134,9 @@ impl<S: RowStore> Client<S> {
         let Some(error) = ambiguous else {
             return Ok(None); // a condition failed on the first try: nothing was written
         };
-        // An attempt's answer was lost: our write record tells whether one applied. (Its
-        // first column stands for the primary: `Client::settle` reads its write records.)
+        // An attempt's answer was lost: our write record tells whether one applied (on the
+        // first row, which stands for all: they apply together). Its first column stands for
+        // the primary: `Client::settle` reads its write records.
         let primary = Box::new(CellAddr {
             table: row.table.clone(),
             row: row.row.clone(),
