@@ -146,10 +146,7 @@ impl RowLatches {
 /// Whether every item of `batch` is on a different row (then one atomic engine batch can apply
 /// them all; items on one row must see each other's effects and go one by one).
 pub fn rows_are_distinct(batch: &[RowMutation]) -> bool {
-    let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
-    rows.sort_unstable();
-    rows.dedup();
-    rows.len() == batch.len()
+    crate::store::repeated_row(batch).is_none()
 }
 
 /// Group commit for [`crate::RowStore::sync`]: one flush at a time; callers whose writes a

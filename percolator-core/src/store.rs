@@ -643,16 +643,23 @@ pub fn validate_atomic_batch(
         return Err(too_many_atomic_rows(batch.len(), limits.max_atomic_rows));
     }
     validate_batch(batch, limits)?;
-    let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
-    rows.sort_unstable();
-    if let Some(pair) = rows.windows(2).find(|pair| pair[0] == pair[1]) {
+    if let Some((table, row)) = repeated_row(batch) {
         return Err(StoreError::InvalidInput(format!(
             "row {:?} of table {:?} appears twice in one atomic mutation",
-            String::from_utf8_lossy(pair[0].1),
-            String::from_utf8_lossy(pair[0].0),
+            String::from_utf8_lossy(row),
+            String::from_utf8_lossy(table),
         )));
     }
     Ok(())
+}
+
+/// A `(table, row)` that more than one item of `batch` mutates, if any.
+pub fn repeated_row(batch: &[RowMutation]) -> Option<(&Bytes, &Bytes)> {
+    let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
+    rows.sort_unstable();
+    rows.windows(2)
+        .find(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
 }
 
 fn too_many_atomic_rows(size: usize, limit: usize) -> StoreError {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use percolator_backend_mem::MemStore;
-use percolator_core::{Client, Columns};
+use percolator_core::{Client, Columns, ScanItem};
 use percolator_observers::conformance::{idle, start, writer};
 use percolator_webindex::postings::{
     Directory, Held, PostingChunk, RareChunk, is_rare_row, rare_row,
@@ -69,6 +69,19 @@ async fn edit_chunk(
 }
 
 /// Sets (`Some`) or deletes (`None`) one cell, in one transaction.
+/// Writes `cell` back as it was in `table`, and checks that the index is whole again.
+async fn put_back(client: &Client<MemStore>, table: &[u8], cell: &ScanItem) {
+    set_cell(
+        client,
+        table,
+        &cell.row,
+        &cell.column,
+        Some(cell.value.clone()),
+    )
+    .await;
+    assert_eq!(violations(client).await, Vec::<String>::new());
+}
+
 async fn set_cell(
     client: &Client<MemStore>,
     table: &[u8],
@@ -222,15 +235,7 @@ async fn tampered_index_is_caught() {
         "{found:?}"
     );
     set_cell(&client, INDEX, &elsewhere, &bucket.column, None).await;
-    set_cell(
-        &client,
-        INDEX,
-        &bucket.row,
-        &bucket.column,
-        Some(bucket.value.clone()),
-    )
-    .await;
-    assert_eq!(violations(&client).await, Vec::<String>::new());
+    put_back(&client, INDEX, &bucket).await;
     set_cell(
         &client,
         INDEX,
@@ -246,15 +251,7 @@ async fn tampered_index_is_caught() {
             .any(|v| v.starts_with("index chunk ~rare/") && v.contains("malformed")),
         "{found:?}"
     );
-    set_cell(
-        &client,
-        INDEX,
-        &bucket.row,
-        &bucket.column,
-        Some(bucket.value.clone()),
-    )
-    .await;
-    assert_eq!(violations(&client).await, Vec::<String>::new());
+    put_back(&client, INDEX, &bucket).await;
 
     // A directory listing a cluster that does not exist, in the wrong shard.
     let listed = &directories[0];
