@@ -171,7 +171,8 @@ pub const FJALL_LIMITS: StoreLimits = StoreLimits::new(16 * 1024, 16 * 1024 * 10
     .with_persistent(true)
     .with_durable_after_sync(true)
     .with_tracks_snapshot_reads(true)
-    .with_max_atomic_rows(LATCHED_SLICE_ROWS);
+    .with_max_atomic_rows(LATCHED_SLICE_ROWS)
+    .with_prefers_point_reads(true);
 
 /// The fewest flush and compaction threads [`FjallConfig::worker_threads`] `None` gives.
 pub const MIN_DEFAULT_WORKER_THREADS: usize = 3;
@@ -398,6 +399,16 @@ fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
 }
 
 /// The first key of `keyspace` in `range` as seen by `snapshot`, without loading its value.
+/// What [`FjallStore::read_row`] knows of one read from memory, under the row's latch.
+enum Known {
+    /// The answer (locks, from the lock mirror).
+    Cells(Vec<Cell>),
+    /// The newest write record asked for is at `ts` (from the recent writes).
+    NewestWrite { column: Bytes, ts: u64 },
+    /// Ask the engine.
+    Nothing,
+}
+
 fn first_key<R: std::ops::RangeBounds<Vec<u8>>>(
     snapshot: &Snapshot,
     keyspace: &Keyspace,
@@ -633,6 +644,53 @@ impl FjallStore {
     /// The keyspace of `family`.
     fn keyspace(&self, family: Family) -> &Keyspace {
         &self.keyspaces[family.index()]
+    }
+
+    /// What memory answers for `read` of `table`/`row` under the row's latch.
+    fn known_under_latch(
+        &self,
+        table: &[u8],
+        row: &[u8],
+        read: &FamilyRead,
+    ) -> Result<Known, StoreError> {
+        match (read.family, &read.columns, read.max_versions) {
+            (Family::Lock, _, _) => Ok(Known::Cells(self.locks.read(table, row, read)?)),
+            // The newest write record of one column (what a snapshot read asks): a range
+            // lookup seeks into every table, a point lookup of its known timestamp passes
+            // most of them by their bloom filters.
+            (Family::Write, Columns::Only(list), Some(1))
+                if list.len() == 1 && !read.ts.is_empty() =>
+            {
+                let column = list[0].clone();
+                let prefix = key::column_prefix(table, row, &column);
+                Ok(match self.recent.newest_in(&prefix, read.ts) {
+                    Some(ts) => Known::NewestWrite { column, ts },
+                    None => Known::Nothing,
+                })
+            }
+            _ => Ok(Known::Nothing),
+        }
+    }
+
+    /// The write record of `column` at `ts` in `snapshot`, by a point lookup; `None` if the
+    /// snapshot lacks it (then the caller reads the range).
+    fn newest_write(
+        &self,
+        snapshot: &Snapshot,
+        request: &ReadRow,
+        column: &Bytes,
+        ts: u64,
+    ) -> Result<Option<Cell>, StoreError> {
+        let mut cell_key = key::column_prefix(&request.table, &request.row, column);
+        key::encode_ts(&mut cell_key, ts);
+        let value = snapshot
+            .get(self.keyspace(Family::Write), cell_key)
+            .map_err(|e| backend("read", e))?;
+        Ok(value.map(|v| Cell {
+            column: column.clone(),
+            ts,
+            value: Bytes::copy_from_slice(&v),
+        }))
     }
 
     /// Cells of one family of one row, as `snapshot` sees them.
@@ -986,38 +1044,45 @@ impl RowStore for FjallStore {
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         tokio::task::consume_budget().await;
         let reads_locks = request.reads.iter().any(|read| read.family == Family::Lock);
-        let mut from_mirror: Vec<Option<Vec<Cell>>> = Vec::new();
+        // Per read: its answer from the lock mirror, or the timestamp of the newest write
+        // record it asks for, known from memory.
+        let mut known: Vec<Known> = Vec::new();
         let snapshot = if request.snapshot_ts.is_some() || reads_locks {
             self.latches.admit(request.snapshot_ts);
             // A mutation that checked the condition before the admission holds the latch until
             // its batch is visible: the snapshot opened after it includes it. Under the latch
-            // the lock mirror is the row's latest state too, the one the snapshot holds.
+            // the lock mirror and the recent writes are the row's latest state too, the one the
+            // snapshot holds.
             let _latch = self.latches.read(&request.table, &request.row);
             let snapshot = self.db.snapshot();
-            if reads_locks {
-                from_mirror = request
-                    .reads
-                    .iter()
-                    .map(|read| {
-                        (read.family == Family::Lock)
-                            .then(|| self.locks.read(&request.table, &request.row, read))
-                            .transpose()
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
+            known = request
+                .reads
+                .iter()
+                .map(|read| self.known_under_latch(&request.table, &request.row, read))
+                .collect::<Result<_, _>>()?;
             snapshot
         } else {
             // One snapshot: never half of a batch, so no latch (see the crate docs).
             self.db.snapshot()
         };
         let prefix = key::row_prefix(&request.table, &request.row);
-        let mut from_mirror = from_mirror.into_iter();
+        let mut known = known.into_iter();
         request
             .reads
             .iter()
-            .map(|read| match from_mirror.next().flatten() {
-                Some(cells) => Ok(cells),
-                None => self.read_family(&snapshot, &prefix, &request.table, &request.row, read),
+            .map(|read| match known.next().unwrap_or(Known::Nothing) {
+                Known::Cells(cells) => Ok(cells),
+                Known::NewestWrite { column, ts } => {
+                    match self.newest_write(&snapshot, &request, &column, ts)? {
+                        Some(cell) => Ok(vec![cell]),
+                        None => {
+                            self.read_family(&snapshot, &prefix, &request.table, &request.row, read)
+                        }
+                    }
+                }
+                Known::Nothing => {
+                    self.read_family(&snapshot, &prefix, &request.table, &request.row, read)
+                }
             })
             .collect()
     }

@@ -1,5 +1,5 @@
 //! The newest write-family version of each recently written column, in memory, so that
-//! prewrite's write-conflict check rarely touches the engine.
+//! prewrite's write-conflict check and snapshot reads rarely touch the engine's ranges.
 //!
 //! Every prewrite checks, per cell, that no write record at or after its start timestamp exists
 //! (`Absent { Write, start_ts.. }`). On fjall that is a range lookup, which no bloom filter
@@ -22,6 +22,11 @@
 //!
 //! A check re-reads the floor after its lookup: forgetting raises the floor before it removes
 //! anything, so a lookup that missed a removed entry sees the raised floor and falls back.
+//!
+//! Snapshot reads ask it too: when it names the newest version of a column in the range read
+//! (looked up under the row's latch, where memory matches the snapshot just opened), the store
+//! fetches that one write record by a point lookup, which bloom filters answer, instead of a range
+//! over the column's versions, which seeks into every table.
 //!
 //! Only point lookups are asked, so the columns sit in [`SHARDS`] hash maps (xxh3 with a seed
 //! drawn per store, so that a crafted corpus cannot aim keys at one bucket), each under
@@ -176,6 +181,22 @@ impl RecentWrites {
         }
     }
 
+    /// The timestamp of the newest version of `column_prefix` in `range`, if memory knows it
+    /// and there is one; `None` means ask the engine. Exact only while the row's latch is held
+    /// (a put is recorded right after the engine applied it, under the row's write latch).
+    pub(crate) fn newest_in(&self, column_prefix: &[u8], range: TsRange) -> Option<u64> {
+        let floor = self.floor();
+        let newest = self.shard(column_prefix).lock().get(column_prefix).copied();
+        if self.floor() != floor {
+            return None; // forgotten meanwhile
+        }
+        match newest {
+            // Every version above the floor is at or below `t`: `t` is the newest of the range.
+            Some(Newest::At(t)) if t > floor && range.lo <= t && t <= range.hi => Some(t),
+            _ => None,
+        }
+    }
+
     /// Forgets the older half of the columns, raising the floor first (see the module docs).
     /// One thread at a time; others return at once. An entry written meanwhile is kept if it is
     /// newer than the cut; one at or below it is below the raised floor, where memory is not
@@ -268,6 +289,38 @@ mod tests {
             .map(|i| put("t", "r", &format!("c{i:04}"), i))
             .collect();
         (recent, writes)
+    }
+
+    #[test]
+    fn memory_names_the_newest_version_only_above_the_floor() {
+        let recent = RecentWrites::default();
+        let upto = |hi| TsRange { lo: 0, hi };
+        recent.applied(&[put("t", "r", "c", 20)]);
+        // Until the opening scan finished: the engine.
+        assert_eq!(recent.newest_in(&prefix("c"), upto(30)), None);
+        recent.opened_at(5);
+        assert_eq!(recent.newest_in(&prefix("c"), upto(30)), Some(20));
+        assert_eq!(recent.newest_in(&prefix("c"), upto(20)), Some(20));
+        // Newer than the range: an older version may be the answer.
+        assert_eq!(recent.newest_in(&prefix("c"), upto(19)), None);
+        assert_eq!(
+            recent.newest_in(&prefix("c"), TsRange { lo: 21, hi: 30 }),
+            None
+        );
+        // Never written since the store opened: only the engine knows.
+        assert_eq!(recent.newest_in(&prefix("d"), upto(30)), None);
+        // An older put does not hide the newest one.
+        recent.applied(&[put("t", "r", "c", 8)]);
+        assert_eq!(recent.newest_in(&prefix("c"), upto(30)), Some(20));
+        // A delete makes the column unknown.
+        let mut delete = put("t", "r", "c", 20);
+        delete.value = None;
+        recent.applied(&[delete]);
+        assert_eq!(recent.newest_in(&prefix("c"), upto(30)), None);
+        // At or below the floor, memory may miss versions.
+        recent.applied(&[put("t", "r", "e", 40)]);
+        recent.opened_at(40);
+        assert_eq!(recent.newest_in(&prefix("e"), upto(50)), None);
     }
 
     #[test]

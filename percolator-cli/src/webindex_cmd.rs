@@ -253,7 +253,9 @@ pub async fn run<S: RowStore>(
                     webindex::synthetic::Shape::Demo
                 });
                 let report = if args.generation == 0 {
-                    let pages = crawl.initial().map(Ok::<_, std::convert::Infallible>);
+                    let pages = crawl
+                        .initial_prefetched(webindex::synthetic::RENDER_THREADS)
+                        .map(Ok::<_, std::convert::Infallible>);
                     load(
                         &client,
                         pages,

@@ -408,6 +408,13 @@ pub struct StoreLimits {
     /// write up to this many rows then commit in one step where the store also
     /// [tracks snapshot reads](Self::tracks_snapshot_reads) (see `txn::one_phase`).
     pub max_atomic_rows: usize,
+    /// A cost hint, not a guarantee: reading one version of a column ([`TsRange::at`]) costs
+    /// much less here than reading the newest version in a range. So it is in an LSM store,
+    /// where bloom filters answer a point lookup for most tables but a range seeks into every
+    /// table. A snapshot read then asks for the newest write record alone, and for the data
+    /// version it names afterwards only if the value is not inline; otherwise (the default)
+    /// it saves a round trip by fetching the newest data version with the write records.
+    pub prefers_point_reads: bool,
 }
 
 impl StoreLimits {
@@ -424,7 +431,15 @@ impl StoreLimits {
             tracks_snapshot_reads: false,
             max_row_ops: usize::MAX,
             max_atomic_rows: 0,
+            prefers_point_reads: false,
         }
+    }
+
+    /// Sets [`Self::prefers_point_reads`].
+    #[must_use]
+    pub const fn with_prefers_point_reads(mut self, prefers_point_reads: bool) -> Self {
+        self.prefers_point_reads = prefers_point_reads;
+        self
     }
 
     /// Sets [`Self::max_atomic_rows`].

@@ -252,9 +252,6 @@ pub fn observer_quarters(samples: &[ScaleSample], total: f64) -> Vec<ObserverQua
         .collect()
 }
 
-/// Threads rendering the synthetic pages ahead of the loader.
-const RENDER_THREADS: usize = 2;
-
 /// Documents the query phase draws its queries from (four each).
 const QUERY_DOCS: usize = 100;
 
@@ -274,10 +271,12 @@ pub async fn run<S: RowStore>(
     let html_bytes = std::sync::atomic::AtomicU64::new(0);
     let loaded = std::sync::atomic::AtomicU64::new(0);
     // Pages are rendered on two threads ahead of the loader, as files would be read ahead.
-    let pages = crawl.initial_prefetched(RENDER_THREADS).map(|page| {
-        html_bytes.fetch_add(page.html.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok::<_, std::convert::Infallible>(page)
-    });
+    let pages = crawl
+        .initial_prefetched(crate::synthetic::RENDER_THREADS)
+        .map(|page| {
+            html_bytes.fetch_add(page.html.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok::<_, std::convert::Infallible>(page)
+        });
     let report_loaded = std::cell::RefCell::new(&mut progress);
     let load = load_pages(&loader, pages, config.load_concurrency, |_, _| {
         let n = loaded.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;

@@ -23,6 +23,7 @@
 //! words, and 4% mirrors.
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use rand::rngs::StdRng;
@@ -39,6 +40,10 @@ const PAGES_PER_SITE: usize = 20;
 const SITES_PER_MIRROR_HOST: usize = 4;
 /// Pages each thread of [`SyntheticCrawl::initial_prefetched`] renders ahead of the consumer.
 pub const PREFETCH_PAGES: usize = 16;
+
+/// Threads a loader renders synthetic pages on ahead of itself
+/// ([`SyntheticCrawl::initial_prefetched`]), as files would be read ahead.
+pub const RENDER_THREADS: usize = 2;
 
 /// Number of distinct words in the demo vocabulary.
 const VOCABULARY_SIZE: usize = 5000;
@@ -94,12 +99,12 @@ pub struct SyntheticCrawl {
 /// mirrors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Content {
-    title: Vec<String>,
+    title: Vec<Word>,
     /// Paragraphs of words; the first starts with `rev{g}` when g > 0.
-    paragraphs: Vec<Vec<String>>,
+    paragraphs: Vec<Vec<Word>>,
     /// Link slots: paragraph index and anchor words. Slots pointing into the
     /// crawl come first; the optional last one (`elsewhere`) points outside.
-    slots: Vec<(usize, Vec<String>)>,
+    slots: Vec<(usize, Vec<Word>)>,
     elsewhere: bool,
     /// The first `nav` slots form a navigation bar of same-site links (realistic shape).
     nav: usize,
@@ -283,7 +288,7 @@ impl SyntheticCrawl {
         };
         let mut words = zipf_words(&mut rng, vocabulary, body);
         if generation > 0 {
-            words.insert(0, format!("rev{generation}"));
+            words.insert(0, Word::Owned(format!("rev{generation}")));
         }
         let paragraph_words = if realistic { 20..=80 } else { 8..=25 };
         let mut paragraphs = Vec::new();
@@ -388,7 +393,7 @@ impl SyntheticCrawl {
             filler_script(&mut html, content.script_bytes);
         }
         let _ = write!(html, "</head>\n<body>\n");
-        let link = |html: &mut String, anchor: &[String], href: &str| {
+        let link = |html: &mut String, anchor: &[Word], href: &str| {
             let _ = write!(
                 html,
                 " <a href=\"{}\">{}</a>",
@@ -491,18 +496,41 @@ fn zipf_rank(rng: &mut StdRng, size: usize) -> usize {
     rank.saturating_sub(1).min(size - 1)
 }
 
+/// A word of a synthetic page: from the vocabulary's table, or made for one page (`rev{g}`).
+type Word = std::borrow::Cow<'static, str>;
+
+/// Every word of the vocabulary of `size` words ([`VOCABULARY_SIZE`] or more), made once per
+/// process: rendering a realistic page draws about 2 000 words, and building each from its
+/// syllables took a quarter of the rendering time.
+fn vocabulary_table(size: usize) -> &'static [String] {
+    static SMALL: OnceLock<Vec<String>> = OnceLock::new();
+    static LARGE: OnceLock<Vec<String>> = OnceLock::new();
+    if size > VOCABULARY_SIZE {
+        debug_assert_eq!(size, REALISTIC_VOCABULARY_SIZE);
+        LARGE.get_or_init(|| {
+            (0..REALISTIC_VOCABULARY_SIZE)
+                .map(large_vocabulary_word)
+                .collect()
+        })
+    } else {
+        SMALL.get_or_init(|| (0..VOCABULARY_SIZE).map(word).collect())
+    }
+}
+
 fn zipf_words(
     rng: &mut StdRng,
     vocabulary: usize,
     count: std::ops::RangeInclusive<usize>,
-) -> Vec<String> {
+) -> Vec<Word> {
     let n = rng.random_range(count);
-    let word = if vocabulary > VOCABULARY_SIZE {
-        large_vocabulary_word
-    } else {
-        word
-    };
-    (0..n).map(|_| word(zipf_rank(rng, vocabulary))).collect()
+    let table = vocabulary_table(vocabulary);
+    (0..n)
+        .map(|_| {
+            let rank = zipf_rank(rng, vocabulary);
+            // Both tables hold at least `vocabulary` words, and `zipf_rank` stays below it.
+            Word::Borrowed(table.get(rank).map_or("", String::as_str))
+        })
+        .collect()
 }
 
 /// A log-normal draw with the given median and shape `sigma` (Box–Muller).
@@ -840,6 +868,16 @@ mod tests {
         let nav = String::from_utf8_lossy(&page.html);
         let nav = &nav[nav.find("<nav>").unwrap()..nav.find("</nav>").unwrap()];
         assert!(!nav.contains("http://"), "relative, same-site links: {nav}");
+    }
+
+    #[test]
+    fn vocabulary_tables_hold_each_word_at_its_rank() {
+        let small = vocabulary_table(VOCABULARY_SIZE);
+        assert_eq!(small.len(), VOCABULARY_SIZE);
+        assert!((0..VOCABULARY_SIZE).all(|k| small[k] == word(k)));
+        let large = vocabulary_table(REALISTIC_VOCABULARY_SIZE);
+        assert_eq!(large.len(), REALISTIC_VOCABULARY_SIZE);
+        assert!((0..REALISTIC_VOCABULARY_SIZE).all(|k| large[k] == large_vocabulary_word(k)));
     }
 
     #[test]

@@ -188,6 +188,7 @@ macro_rules! conformance_tests {
             txn_snapshot_scan => txn_cases::snapshot_scan,
             txn_scan_pages_cover_the_scan => txn_cases::scan_pages_cover_the_scan,
             txn_scan_sees_past_rollback_records => txn_cases::scan_sees_past_rollback_records,
+            txn_reads_agree_with_and_without_point_reads => txn_cases::reads_agree_with_and_without_point_reads,
             txn_run_reruns_whole_closure => txn_cases::run_reruns_whole_closure,
             txn_bad_input_writes_nothing => txn_cases::bad_input_writes_nothing,
             txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,

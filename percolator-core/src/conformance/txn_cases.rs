@@ -660,6 +660,87 @@ pub async fn scan_sees_past_rollback_records<F: StoreFactory>(factory: &F) {
     );
 }
 
+/// Snapshot reads give the same answers whichever way they read
+/// ([`crate::StoreLimits::prefers_point_reads`]): the newest write record alone and the data
+/// version after it, or the write records with the newest data version speculatively. Covered:
+/// data versions and inline values, a delete, newest records that are all rollbacks, a commit
+/// after the reader's snapshot, and a scan of the whole row.
+pub async fn reads_agree_with_and_without_point_reads<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(super::faulty::FaultyStore::new(factory.open().await));
+    let c = client(&store).await;
+    let big = |tag: &str| Bytes::from(format!("{tag}:{}", "x".repeat(SHORT_VALUE_MAX * 4)));
+    let mut t = c.begin().await.unwrap();
+    t.set("pr", "row", "big", big("old")).unwrap();
+    t.set("pr", "row", "short", "old").unwrap();
+    t.set("pr", "row", "gone", "here").unwrap();
+    t.set("pr", "row", "rb", big("committed")).unwrap();
+    t.commit().await.unwrap();
+    let mut t = c.begin().await.unwrap();
+    t.set("pr", "row", "big", big("new")).unwrap();
+    t.set("pr", "row", "short", "new").unwrap();
+    t.delete("pr", "row", "gone").unwrap();
+    t.commit().await.unwrap();
+    // Newer than the committed value of `rb`: three rolled-back writes (more than a read
+    // prefetches), each leaving a rollback record.
+    for _ in 0..3 {
+        let mut t = c.begin().await.unwrap();
+        t.set("pr", "row", "rb", big("rolled back")).unwrap();
+        t.set("pr", "other", "rb", "rolled back").unwrap();
+        t.set_commit_hook(Some(Arc::new(super::hooks::CrashAt(
+            CommitStep::AfterPrewrites,
+        ))));
+        assert!(t.commit().await.is_err());
+        super::fault_cases::resolve_all(&c, "pr").await;
+    }
+    let reader = c.begin().await.unwrap();
+    let mut later = c.begin().await.unwrap();
+    later.set("pr", "row", "big", big("later")).unwrap();
+    later.set("pr", "row", "short", "later").unwrap();
+    later.commit().await.unwrap();
+
+    let expected: Vec<(&str, Option<Bytes>)> = vec![
+        ("big", Some(big("new"))),
+        ("gone", None),
+        ("rb", Some(big("committed"))),
+        ("short", Some(Bytes::from("new"))),
+    ];
+    let inner = store.limits();
+    for point_reads in [false, true] {
+        store.set_limits(Some(inner.with_prefers_point_reads(point_reads)));
+        for (column, value) in &expected {
+            assert_eq!(
+                reader.get("pr", "row", *column).await.unwrap(),
+                *value,
+                "get {column}, point reads {point_reads}"
+            );
+        }
+        let scanned: Vec<(Bytes, Bytes)> = reader
+            .scan::<&str>("pr", "row".."row\0", Columns::All)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|item| (item.column, item.value))
+            .collect();
+        let wanted: Vec<(Bytes, Bytes)> = expected
+            .iter()
+            .filter_map(|(column, value)| Some((Bytes::from(*column), value.clone()?)))
+            .collect();
+        assert_eq!(scanned, wanted, "scan, point reads {point_reads}");
+        // A fresh reader sees the later commit, both ways.
+        let now = c.begin().await.unwrap();
+        assert_eq!(
+            now.get("pr", "row", "big").await.unwrap(),
+            Some(big("later")),
+            "point reads {point_reads}"
+        );
+        assert_eq!(
+            now.get("pr", "row", "short").await.unwrap(),
+            Some(Bytes::from("later"))
+        );
+    }
+    store.set_limits(None);
+}
+
 /// `scan_page` pages, concatenated, give exactly what one `scan` gives — deleted cells and the
 /// transaction's own writes included — for any page size, and every page reads the
 /// transaction's snapshot, not later commits.

@@ -7,6 +7,13 @@
 //! wait — or its write record is already there when we read the write family. Locks above our
 //! start timestamp belong to transactions that will commit above it and are ignored; a lock at or
 //! below it is never skipped.
+//!
+//! A point read asks for the lock, the newest write records and — speculatively, to save a round
+//! trip — the newest data version at or below the start timestamp in one store call. Where the
+//! store says a point lookup costs much less than a range (`StoreLimits::prefers_point_reads`,
+//! LSM stores), it asks for the newest write record alone and reads the data version that record
+//! names afterwards, by a point lookup (none for an inline value); scans then read each data
+//! version they need by its own point lookup too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -47,39 +54,53 @@ impl<S: RowStore> ClientInner<S> {
         let mut started: Option<Instant> = None;
         let mut backoff = Backoff::from_config(&self.config);
         let columns = Columns::one(addr.column.clone());
+        // Where a point lookup is much cheaper than a range, read the newest write record
+        // alone (the store may answer it from memory) and no data speculatively.
+        let point_reads = self.store.limits().prefers_point_reads;
+        let prefetch = if point_reads { 1 } else { WRITE_PREFETCH };
         loop {
-            let mut versions = Some(WRITE_PREFETCH);
+            let mut versions = Some(prefetch);
             let (lock, writes, data) = loop {
                 let mut write_read = FamilyRead::all(Family::Write)
                     .columns(columns.clone())
                     .ts(TsRange::up_to(read_ts));
                 write_read.max_versions = versions;
+                let mut reads = vec![
+                    FamilyRead::all(Family::Lock)
+                        .columns(columns.clone())
+                        .ts(TsRange::up_to(read_ts))
+                        .max_versions(1),
+                    write_read,
+                ];
+                if !point_reads {
+                    // Speculative: the newest data version is usually the committed one.
+                    reads.push(
+                        FamilyRead::all(Family::Data)
+                            .columns(columns.clone())
+                            .ts(TsRange::up_to(read_ts))
+                            .max_versions(1),
+                    );
+                }
+                let asked = reads.len();
                 let mut answer = self
                     .store
                     .read_row(ReadRow {
                         snapshot_ts: Some(read_ts),
                         table: addr.table.clone(),
                         row: addr.row.clone(),
-                        reads: vec![
-                            FamilyRead::all(Family::Lock)
-                                .columns(columns.clone())
-                                .ts(TsRange::up_to(read_ts))
-                                .max_versions(1),
-                            write_read,
-                            // Speculative: the newest data version is usually the committed one.
-                            FamilyRead::all(Family::Data)
-                                .columns(columns.clone())
-                                .ts(TsRange::up_to(read_ts))
-                                .max_versions(1),
-                        ],
+                        reads,
                     })
                     .await?;
-                if answer.len() != 3 {
+                if answer.len() != asked {
                     return Err(Error::Corrupt(
                         "store answered a read with a different shape".into(),
                     ));
                 }
-                let data = answer.pop().unwrap_or_default();
+                let data = if point_reads {
+                    Vec::new()
+                } else {
+                    answer.pop().unwrap_or_default()
+                };
                 let writes = answer.pop().unwrap_or_default();
                 let lock = answer.pop().unwrap_or_default();
                 let all_rollbacks = versions.is_some_and(|n| writes.len() >= n)
@@ -305,20 +326,34 @@ impl<S: RowStore> ClientInner<S> {
             let data = if wanted.is_empty() {
                 Vec::new()
             } else {
-                let lo = wanted.iter().map(|(_, ts)| *ts).min().unwrap_or(0);
-                let hi = wanted.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
+                let reads = if self.store.limits().prefers_point_reads {
+                    // One point lookup per version wanted.
+                    wanted
+                        .iter()
+                        .map(|(column, ts)| {
+                            FamilyRead::all(Family::Data)
+                                .columns(Columns::one((*column).clone()))
+                                .ts(TsRange::at(*ts))
+                        })
+                        .collect()
+                } else {
+                    // One read for the row: the versions between the oldest and newest wanted.
+                    let lo = wanted.iter().map(|(_, ts)| *ts).min().unwrap_or(0);
+                    let hi = wanted.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
+                    vec![
+                        FamilyRead::all(Family::Data)
+                            .columns(Columns::Only(
+                                wanted.iter().map(|(c, _)| (*c).clone()).collect(),
+                            ))
+                            .ts(TsRange::new(lo, hi)),
+                    ]
+                };
                 self.store
                     .read_row(ReadRow {
                         snapshot_ts: Some(read_ts),
                         table: table.clone(),
                         row: row.row.clone(),
-                        reads: vec![
-                            FamilyRead::all(Family::Data)
-                                .columns(Columns::Only(
-                                    wanted.iter().map(|(c, _)| (*c).clone()).collect(),
-                                ))
-                                .ts(TsRange::new(lo, hi)),
-                        ],
+                        reads,
                     })
                     .await?
             };
