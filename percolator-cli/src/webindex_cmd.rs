@@ -214,6 +214,7 @@ pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
     RuntimeConfig::default()
         .with_scanners(workers.scanners)
         .with_max_concurrent_runs(workers.concurrency)
+        .with_stages(webindex::pipeline::SCAN_STAGES)
 }
 
 async fn loader<S: RowStore>(

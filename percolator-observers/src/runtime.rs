@@ -62,6 +62,17 @@ pub struct RuntimeConfig {
     /// locks once at start. Without it, a crashed worker's locks on cells nobody reads again
     /// stay until a full garbage collection. `None`: never.
     pub dead_worker_sweep: Option<Duration>,
+    /// Observed tables in pipeline order, upstream first. Empty (the default): each scanner
+    /// starts at a random table and takes the tables in sorted order, as the paper's scanners
+    /// do. Otherwise the scanners drain the stages in that order (tables not named come last,
+    /// sorted): a scanner starts in the first table, and after a pass over a table that started
+    /// a run it goes back to the first one; only a pass that found nothing to start moves it on.
+    /// A bulk load then runs each stage's backlog before the stages after it, the cheapest order
+    /// when later stages redo their work as earlier ones keep changing their input (a link
+    /// target forwarded once, not as each anchor arrives). A stage that never empties keeps
+    /// the scanners from the stages after it; observers with a batch delay still run on their
+    /// timers.
+    pub stages: Vec<Bytes>,
 }
 
 /// When and how a runtime collects garbage in the background.
@@ -94,6 +105,7 @@ impl Default for RuntimeConfig {
             park_after_failures: 10,
             max_self_triggers: 16,
             dead_worker_sweep: Some(Duration::from_secs(2)),
+            stages: Vec::new(),
         }
     }
 }
@@ -103,6 +115,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn with_gc(mut self, gc: Option<GcSchedule>) -> Self {
         self.gc = gc;
+        self
+    }
+
+    /// Sets [`Self::stages`].
+    #[must_use]
+    pub fn with_stages<T: Into<Bytes>>(mut self, tables: impl IntoIterator<Item = T>) -> Self {
+        self.stages = tables.into_iter().map(Into::into).collect();
         self
     }
 
@@ -189,6 +208,18 @@ pub enum RuntimeError {
     },
 }
 
+/// The observed `tables` in the order the scanners take them: the named `stages` first, in
+/// their order, then the rest, sorted ([`RuntimeConfig::stages`]).
+fn scan_order(mut tables: Vec<Bytes>, stages: &[Bytes]) -> Vec<Bytes> {
+    tables.sort_by_key(|t| {
+        (
+            stages.iter().position(|s| s == t).unwrap_or(stages.len()),
+            t.clone(),
+        )
+    });
+    tables
+}
+
 /// State shared by the scanners and the runs.
 pub(crate) struct Shared<S: RowStore> {
     pub(crate) client: Client<S>,
@@ -249,7 +280,7 @@ impl<S: RowStore> Runtime<S> {
         let batching = observers.batching_tables();
         let shared = Arc::new(Shared {
             client,
-            tables: observers.tables(),
+            tables: scan_order(observers.tables(), &config.stages),
             observers,
             permits: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
             config,

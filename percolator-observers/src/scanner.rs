@@ -7,6 +7,10 @@
 //! (the paper's "bus clumping"); the one that catches up **teleports** to a random row it has
 //! seen before. A sweep of every table that dispatched nothing puts the scanner to sleep, for a
 //! pause that doubles up to `idle_sleep_max`.
+//!
+//! With [`crate::RuntimeConfig::stages`] the scanners start in the first stage instead, and
+//! go back to it after every pass over a table that started a run, so that a stage's backlog
+//! runs before the stages after it.
 
 use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
@@ -30,6 +34,13 @@ const SAMPLE: usize = 256;
 struct Sweep {
     table: usize,
     start: Bound<Bytes>,
+    /// Whether this pass (over `table`, or before a teleport into it) started a run.
+    worked_here: bool,
+    /// Whether this pass found a row this worker is running already.
+    in_flight_here: bool,
+    /// Whether this pass began at the first row of `table` (not at a random row or a
+    /// teleport's destination).
+    from_table_start: bool,
     tables_since_work: usize,
     idle_sleep: Duration,
     sample: Vec<(usize, Bytes)>,
@@ -39,9 +50,18 @@ struct Sweep {
 pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
     let mut rng = StdRng::from_os_rng();
     let tables = shared.tables.len();
+    let staged = !shared.config.stages.is_empty();
     let mut sweep = Sweep {
-        table: rng.random_range(0..tables),
+        // Staged: the first stage, from a random row (so that scanners spread over it).
+        table: if staged {
+            0
+        } else {
+            rng.random_range(0..tables)
+        },
         start: random_start(&mut rng),
+        worked_here: false,
+        in_flight_here: false,
+        from_table_start: false,
         tables_since_work: 0,
         idle_sleep: Duration::from_millis(1),
         sample: Vec::new(),
@@ -68,14 +88,23 @@ pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
         let mut dispatched = 0;
         for row in rows {
             remember(&mut sweep, &mut rng, row.row.clone());
-            if !dispatch(&shared, &table, row).await {
-                if shared.stop.is_cancelled() {
-                    return;
+            match dispatch(&shared, &table, row).await {
+                Dispatch::Started => {}
+                Dispatch::InFlight => {
+                    sweep.in_flight_here = true;
+                    continue;
                 }
-                continue;
+                Dispatch::Skipped => {
+                    if shared.stop.is_cancelled() {
+                        return;
+                    }
+                    continue;
+                }
             }
             dispatched += 1;
         }
+        // Before a teleport, which leaves this pass: a stage that had work is not left.
+        sweep.worked_here |= dispatched > 0;
         if let (Some(first), Some(last)) = (&first, &last) {
             *shared.positions[id].lock() = Some((sweep.table, last.clone()));
             sweep.start = Bound::Excluded(last.clone());
@@ -89,8 +118,29 @@ pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
             sweep.idle_sleep = Duration::from_millis(1);
         }
         if reached_end {
-            sweep.table = (sweep.table + 1) % tables;
+            // Staged, a pass that started a run, or found one of this worker's runs still on a
+            // row, goes back to the first stage: the stages after a table wait until a pass
+            // over it finds nothing to start and nothing running. (Scanners chasing each other
+            // through one table see the rows just started by the one ahead; moving on then
+            // would run the next stage alongside this one.)
+            let upstream_busy = staged && (sweep.worked_here || sweep.in_flight_here);
+            if upstream_busy && !sweep.worked_here {
+                // Only running rows: let them finish rather than rescan at once.
+                sleep_or_stop(&shared, Duration::from_millis(1)).await;
+            }
+            sweep.table = if upstream_busy {
+                0
+            } else if staged && !sweep.from_table_start {
+                // The pass began mid-table (a random start or a teleport): the rows before
+                // that point are still to be seen before the stage counts as done.
+                sweep.table
+            } else {
+                (sweep.table + 1) % tables
+            };
+            sweep.worked_here = false;
+            sweep.in_flight_here = false;
             sweep.start = Bound::Unbounded;
+            sweep.from_table_start = true;
             sweep.tables_since_work += 1;
             if sweep.tables_since_work >= tables {
                 sweep.tables_since_work = 0;
@@ -149,9 +199,20 @@ pub(crate) async fn batch_scan_loop<S: RowStore>(
     }
 }
 
+/// What [`dispatch`] did with a dirty row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dispatch {
+    /// A run started.
+    Started,
+    /// This worker is running the row already.
+    InFlight,
+    /// Nothing observed, batched (a timer starts it), backing off, or stopping.
+    Skipped,
+}
+
 /// Starts a run for `row` unless nothing in it is observed, this worker is already on it, or
-/// its observers batch (then a timer starts the run later). Returns whether a run started.
-async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
+/// its observers batch (then a timer starts the run later).
+async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> Dispatch {
     bump(&shared.metrics.rows_scanned, 1);
     let unobserved: u64 = row
         .columns
@@ -162,37 +223,41 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
     bump(&shared.metrics.unobserved, unobserved);
     let versions: u64 = row.columns.iter().map(|(_, v)| v.len() as u64).sum();
     if unobserved == versions {
-        return false; // nothing this worker observes
+        return Dispatch::Skipped; // nothing this worker observes
     }
     let delay = batch_delay(shared, table, &row);
     if !delay.is_zero() {
         bump(&shared.metrics.lingered, 1);
         arm_batch_timer(shared, table, row, delay);
-        return false;
+        return Dispatch::Skipped;
     }
     start_run(shared, table, row).await
 }
 
 /// Starts a run for `row` unless it is backing off after failures or this worker is already on
-/// it. Returns whether a run started.
-async fn start_run<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> bool {
+/// it.
+async fn start_run<S: RowStore>(
+    shared: &Arc<Shared<S>>,
+    table: &Bytes,
+    row: NotifyRow,
+) -> Dispatch {
     if shared
         .failures
         .backing_off(table, &row.row, std::time::Instant::now())
     {
         bump(&shared.metrics.backed_off, 1);
-        return false;
+        return Dispatch::Skipped;
     }
     let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
         bump(&shared.metrics.busy_rows, 1);
-        return false;
+        return Dispatch::InFlight;
     };
     let permit = tokio::select! {
         permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
             Ok(p) => p,
-            Err(_) => return false,
+            Err(_) => return Dispatch::Skipped,
         },
-        () = shared.stop.cancelled() => return false,
+        () = shared.stop.cancelled() => return Dispatch::Skipped,
     };
     bump(&shared.metrics.started, 1);
     let in_flight = InFlight::enter(Arc::clone(shared));
@@ -213,7 +278,7 @@ async fn start_run<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Not
         drop(permit);
         drop(in_flight);
     });
-    true
+    Dispatch::Started
 }
 
 /// The longest batch delay ([`crate::Observer::batch_delay`]) of the observers of `row`'s dirty
@@ -298,13 +363,18 @@ fn caught_up<S: RowStore>(
 fn teleport<S: RowStore>(shared: &Shared<S>, sweep: &mut Sweep, rng: &mut StdRng) {
     bump(&shared.metrics.teleports, 1);
     if sweep.sample.is_empty() {
-        sweep.table = rng.random_range(0..shared.tables.len());
+        sweep.table = if shared.config.stages.is_empty() {
+            rng.random_range(0..shared.tables.len())
+        } else {
+            0 // the first stage
+        };
         sweep.start = random_start(rng);
     } else {
         let (table, row) = sweep.sample[rng.random_range(0..sweep.sample.len())].clone();
         sweep.table = table;
         sweep.start = Bound::Included(row);
     }
+    sweep.from_table_start = false;
 }
 
 /// Reservoir sampling of rows seen, as teleport destinations.

@@ -58,7 +58,7 @@ impl Default for FreshnessConfig {
             hour: Duration::from_secs(2),
             seed: 7,
             load_concurrency: 16,
-            runtime: RuntimeConfig::default(),
+            runtime: RuntimeConfig::default().with_stages(crate::pipeline::SCAN_STAGES),
             timeout: Duration::from_secs(600),
         }
     }

@@ -450,6 +450,14 @@ impl<S: RowStore> Observer<S> for Exporter {
     }
 }
 
+/// The pipeline's tables in stage order, for [`percolator_observers::RuntimeConfig::stages`]:
+/// pages are parsed and clustered (`documents`) before clusters are exported (`clusters`),
+/// link targets forwarded (`links`) and chunks inverted (`index_queue`, on its batch timers
+/// anyway). Scanners that drain each stage first forward a link target once, after its
+/// anchors have arrived, instead of again as each one arrives; and exports come before
+/// forwarding, so that the inverters' chunks are built while the forwarders run.
+pub const SCAN_STAGES: [&[u8]; 4] = [DOCUMENTS, CLUSTERS, LINKS, INDEX_QUEUE];
+
 /// The most queued clusters one inverter run applies (one chunk); more are left for the next
 /// run, which the run notifies.
 pub const INVERT_BATCH: usize = 1024;

@@ -51,7 +51,7 @@ impl Default for ScaleConfig {
             shape: Shape::Realistic,
             seed: 18,
             load_concurrency: 8,
-            runtime: RuntimeConfig::default(),
+            runtime: RuntimeConfig::default().with_stages(crate::pipeline::SCAN_STAGES),
             sample_every: Duration::from_millis(200),
             timeout: Duration::from_secs(6 * 3600),
         }

@@ -53,7 +53,7 @@ impl Default for SoakConfig {
             seed: 11,
             gc: true,
             load_concurrency: 8,
-            runtime: RuntimeConfig::default(),
+            runtime: RuntimeConfig::default().with_stages(crate::pipeline::SCAN_STAGES),
             pipeline: PipelineConfig::default(),
             timeout: Duration::from_secs(600),
         }

@@ -326,6 +326,77 @@ pub async fn batch_delay_collapses_notifications<F: StoreFactory>(factory: &F) {
     assert_eq!(stats.notifications_cleared, 10);
 }
 
+/// Records, in one shared log, which stage each of its runs belongs to.
+struct Stage {
+    table: &'static str,
+    log: Arc<parking_lot::Mutex<Vec<&'static str>>>,
+}
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Stage {
+    fn name(&self) -> &str {
+        self.table
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak(self.table, "ping")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        self.log.lock().push(self.table);
+        txn.set(LOG, &change.row, self.table, "seen")?;
+        Ok(())
+    }
+}
+
+/// With [`crate::RuntimeConfig::stages`], the scanners drain the first stage's backlog before
+/// they start the next stage's runs, though the later stage's table sorts first: only the
+/// first stage's rows in flight (at most the runs in flight) may still be running then.
+pub async fn stages_drain_upstream_first<F: StoreFactory>(factory: &F) {
+    const ROWS: usize = 120;
+    let store = factory.open().await;
+    let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (upstream, downstream) = ("stage_b", "stage_a");
+    let mut observers = Observers::new();
+    for table in [upstream, downstream] {
+        observers
+            .register(Stage {
+                table,
+                log: Arc::clone(&log),
+            })
+            .unwrap();
+    }
+    let w = writer(
+        &store,
+        &[
+            ObservedColumn::weak(upstream, "ping"),
+            ObservedColumn::weak(downstream, "ping"),
+        ],
+    )
+    .await;
+    for i in 0..ROWS {
+        for table in [downstream, upstream] {
+            w.notify_weak(table, format!("r{i:03}"), "ping")
+                .await
+                .unwrap();
+        }
+    }
+    let config = test_runtime_config().with_stages([upstream, downstream]);
+    let in_flight = config.max_concurrent_runs;
+    let runtime = Runtime::start(test_client(&store), observers, config)
+        .await
+        .unwrap();
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let log = log.lock().clone();
+    let count = |table| log.iter().filter(|t| **t == table).count();
+    assert_eq!(count(upstream), ROWS, "every upstream row ran once");
+    assert_eq!(count(downstream), ROWS, "every downstream row ran once");
+    let first_downstream = log.iter().position(|t| *t == downstream).unwrap();
+    assert!(
+        first_downstream >= ROWS - in_flight,
+        "the first downstream run started after only {first_downstream} of {ROWS} upstream runs"
+    );
+}
+
 /// A writer that writes `obs/a:x` (primary) and the observed `obs/b:v` = 7, and "dies" at `step`.
 async fn crashed_writer<S: RowStore>(store: &Arc<S>, step: CommitStep) -> Client<S> {
     let w = Client::builder(Arc::clone(store))
