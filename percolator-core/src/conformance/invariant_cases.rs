@@ -27,6 +27,32 @@ fn worker_rng(seed: u64, w: usize) -> StdRng {
     StdRng::seed_from_u64(seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
+/// How the transfers of a faulty run ended.
+#[derive(Default)]
+struct TransferOutcomes {
+    /// Transfers that committed (durably or not).
+    acked: Vec<String>,
+    /// Committed and visible; only the sync failed.
+    not_durable: u64,
+    /// Commit outcome unknown to the client.
+    unknown: u64,
+}
+
+impl TransferOutcomes {
+    /// Records transfer `id`'s result; any other error than those a fault may cause fails.
+    fn record(&mut self, seed: u64, id: String, result: crate::error::Result<()>) {
+        match result {
+            Ok(()) => self.acked.push(id),
+            Err(Error::CommittedNotDurable { .. }) => {
+                self.not_durable += 1;
+                self.acked.push(id);
+            }
+            Err(Error::CommitUndetermined { .. }) => self.unknown += 1,
+            Err(e) => panic!("seed {seed}: transfer {id} failed: {e:?}"),
+        }
+    }
+}
+
 /// A random transfer `(from, to, amount)` between two different accounts of `accounts`.
 fn pick_transfer(rng: &mut StdRng, accounts: usize) -> (usize, usize, i64) {
     let from = rng.random_range(0..accounts);
@@ -230,7 +256,7 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
         let client = clients[w / 2].clone();
         let mut rng = worker_rng(seed, w);
         workers.push(tokio::spawn(async move {
-            let (mut acked, mut not_durable, mut unknown) = (Vec::new(), 0u64, 0u64);
+            let mut outcomes = TransferOutcomes::default();
             let mut snapshots = 0u64;
             for i in 0..EACH {
                 if i % 3 == 0 {
@@ -255,26 +281,18 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
                 }
                 let (from, to, amount) = pick_transfer(&mut rng, ACCOUNTS_N);
                 let id = format!("faulty-w{w}-t{i}");
-                match workload::transfer(&client, from, to, amount, &id).await {
-                    Ok(()) => acked.push(id),
-                    // Committed and visible; only the sync failed.
-                    Err(Error::CommittedNotDurable { .. }) => {
-                        not_durable += 1;
-                        acked.push(id);
-                    }
-                    Err(Error::CommitUndetermined { .. }) => unknown += 1,
-                    Err(e) => panic!("seed {seed}: transfer {id} failed: {e:?}"),
-                }
+                let result = workload::transfer(&client, from, to, amount, &id).await;
+                outcomes.record(seed, id, result);
             }
-            (acked, not_durable, unknown, snapshots)
+            (outcomes, snapshots)
         }));
     }
-    let (mut acked, mut not_durable, mut unknown, mut snapshots) = (Vec::new(), 0, 0, 0);
+    let (mut outcomes, mut snapshots) = (TransferOutcomes::default(), 0);
     for w in workers {
-        let (a, n, u, s) = w.await.unwrap();
-        acked.extend(a);
-        not_durable += n;
-        unknown += u;
+        let (o, s) = w.await.unwrap();
+        outcomes.acked.extend(o.acked);
+        outcomes.not_durable += o.not_durable;
+        outcomes.unknown += o.unknown;
         snapshots += s;
     }
     // The faults are drawn at random, and the interleaving decides which draw meets which
@@ -288,16 +306,14 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
         }
         let (from, to, amount) = pick_transfer(&mut rng, ACCOUNTS_N);
         let id = format!("faulty-extra-t{extra}");
-        match workload::transfer(&clients[0], from, to, amount, &id).await {
-            Ok(()) => acked.push(id),
-            Err(Error::CommittedNotDurable { .. }) => {
-                not_durable += 1;
-                acked.push(id);
-            }
-            Err(Error::CommitUndetermined { .. }) => unknown += 1,
-            Err(e) => panic!("seed {seed}: transfer {id} failed: {e:?}"),
-        }
+        let result = workload::transfer(&clients[0], from, to, amount, &id).await;
+        outcomes.record(seed, id, result);
     }
+    let TransferOutcomes {
+        acked,
+        not_durable,
+        unknown,
+    } = outcomes;
     store.clear_random_faults();
     let injected = store.injected();
     eprintln!(
