@@ -398,7 +398,6 @@ fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
     Ok(&k[..table_len + row_len])
 }
 
-/// The first key of `keyspace` in `range` as seen by `snapshot`, without loading its value.
 /// What [`FjallStore::read_row`] knows of one read from memory, under the row's latch.
 enum Known {
     /// The answer (locks, from the lock mirror).
@@ -409,6 +408,7 @@ enum Known {
     Nothing,
 }
 
+/// The first key of `keyspace` in `range` as seen by `snapshot`, without loading its value.
 fn first_key<R: std::ops::RangeBounds<Vec<u8>>>(
     snapshot: &Snapshot,
     keyspace: &Keyspace,
@@ -1070,18 +1070,19 @@ impl RowStore for FjallStore {
         request
             .reads
             .iter()
-            .map(|read| match known.next().unwrap_or(Known::Nothing) {
-                Known::Cells(cells) => Ok(cells),
-                Known::NewestWrite { column, ts } => {
-                    match self.newest_write(&snapshot, &request, &column, ts)? {
-                        Some(cell) => Ok(vec![cell]),
-                        None => {
-                            self.read_family(&snapshot, &prefix, &request.table, &request.row, read)
-                        }
+            .map(|read| {
+                let from_memory = match known.next() {
+                    Some(Known::Cells(cells)) => Some(cells),
+                    Some(Known::NewestWrite { column, ts }) => self
+                        .newest_write(&snapshot, &request, &column, ts)?
+                        .map(|cell| vec![cell]),
+                    Some(Known::Nothing) | None => None,
+                };
+                match from_memory {
+                    Some(cells) => Ok(cells),
+                    None => {
+                        self.read_family(&snapshot, &prefix, &request.table, &request.row, read)
                     }
-                }
-                Known::Nothing => {
-                    self.read_family(&snapshot, &prefix, &request.table, &request.row, read)
                 }
             })
             .collect()

@@ -9,8 +9,9 @@
 //! pause that doubles up to `idle_sleep_max`.
 //!
 //! With [`crate::RuntimeConfig::stages`] the scanners start in the first stage instead, and
-//! go back to it after every pass over a table that started a run, so that a stage's backlog
-//! runs before the stages after it.
+//! go back to it after every pass over a table that started a run or met one of the worker's
+//! runs; a pass that began mid-table wraps to the table's start before the scanner moves on.
+//! So a stage's backlog runs before the stages after it.
 
 use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
