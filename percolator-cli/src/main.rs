@@ -9,15 +9,16 @@
 //! percolator --backend mem webindex freshness --json target/bench/freshness.json
 //! percolator --db DIR scan documents --family notify       # raw cells, for debugging
 //! percolator --db DIR status                               # pending notifications, locks
-//! percolator --db DIR gc && percolator --db DIR compact     # collect history, shrink sled
+//! percolator --db DIR gc && percolator --db DIR compact     # collect history, shrink a sled db
 //! percolator --db target/bank bank                         # the bank-transfer demo
 //! percolator --backend etcd oracle serve --listen 0.0.0.0:7070   # the timestamp oracle service
 //! percolator --backend etcd --oracle h1:7070,h2:7070 webindex run  # a worker using it
 //! ```
 //!
-//! The backend is a cargo feature (`sled`, the default; `fjall`; `mem`; `tikv`; `etcd`) and, when several
-//! are compiled in, `--backend`; `backend.rs` is the only module that names a backend. Everything
-//! below `main` is generic over `RowStore`.
+//! The backend is a cargo feature (`fjall`, the default; `sled`; `mem`; `tikv`; `etcd`) and, when
+//! several are compiled in, `--backend` (left out: the engine already in `--db`, else fjall);
+//! `backend.rs` is the only module that names a backend. Everything below `main` is generic over
+//! `RowStore`.
 
 mod backend;
 mod bank_cmd;
@@ -49,9 +50,10 @@ pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 )]
 /// Command line arguments.
 pub struct Cli {
-    /// Storage backend (those compiled in; see the crate's cargo features).
-    #[arg(long, value_enum, default_value_t = backend::Backend::default())]
-    backend: backend::Backend,
+    /// Storage backend (those compiled in; see the crate's cargo features). Default: the engine
+    /// whose files are already in `--db`, else fjall.
+    #[arg(long, value_enum)]
+    backend: Option<backend::Backend>,
     /// Database directory (sled, fjall).
     #[arg(long, default_value = "target/percolator-db")]
     db: PathBuf,
@@ -120,7 +122,14 @@ fn main() -> ExitCode {
         // Colour codes only for a terminal, not in logs and pipes.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    match backend::resolve(cli.backend, &cli.db) {
+        Ok(chosen) => cli.backend = Some(chosen),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -137,6 +146,13 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+impl Cli {
+    /// The backend to open: `--backend`, after [`backend::resolve`] filled it in.
+    fn backend(&self) -> backend::Backend {
+        self.backend.unwrap_or_default()
     }
 }
 
@@ -172,11 +188,11 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Scan(args) => debug_cmd::scan(store, args).await,
         Command::Status => debug_cmd::status(store, oracle).await,
         Command::Gc(args) => gc_cmd::run(store, oracle, args).await,
-        Command::Compact(_) => compact_cmd::not_applicable(&cli.backend.to_string(), &cli.db),
+        Command::Compact(_) => compact_cmd::not_applicable(&cli.backend().to_string(), &cli.db),
         Command::Observers { command } => observers_cmd::run(store, oracle, command).await,
         Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
         Command::Serve(args) => {
-            let db = cli.backend.has_db_dir().then_some(cli.db.as_path());
+            let db = cli.backend().has_db_dir().then_some(cli.db.as_path());
             serve_cmd::run(store, oracle, args, db).await
         }
     }

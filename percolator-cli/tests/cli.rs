@@ -1,7 +1,8 @@
-//! The `percolator` binary end to end on the embedded sled backend: load a WARC file and a
-//! directory of HTML files, run the pipeline, query, check, and look at raw cells and status.
+//! The `percolator` binary end to end on the default embedded backend (fjall; sled where a case
+//! says so): load a WARC file and a directory of HTML files, run the pipeline, query, check, and
+//! look at raw cells and status.
 
-#![cfg(feature = "sled")]
+#![cfg(all(feature = "sled", feature = "fjall"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::path::Path;
@@ -330,7 +331,19 @@ fn gc_total(out: &str) -> Vec<u64> {
 fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let (ok, out) = percolator(&db, &["bank", "--transfers", "300", "--workers", "4"]);
+    // sled: `compact` below is sled's; every later command finds sled's files in `db` itself.
+    let (ok, out) = percolator(
+        &db,
+        &[
+            "--backend",
+            "sled",
+            "bank",
+            "--transfers",
+            "300",
+            "--workers",
+            "4",
+        ],
+    );
     assert!(ok, "{out}");
     let (ok, dry) = percolator(&db, &["gc", "--dry-run", "--grace-secs", "0"]);
     assert!(ok, "{dry}");
@@ -370,6 +383,22 @@ fn gc_dry_run_then_collect_keeps_the_bank_balanced() {
     let (ok, bad) = percolator(&missing, &["compact"]);
     assert!(!ok && bad.contains("no-such-db"), "{bad}");
     assert!(!missing.exists(), "compact created nothing");
+    // The other engine's name on a sled directory is refused before anything is written there.
+    let (ok, bad) = percolator(&db, &["--backend", "fjall", "status"]);
+    assert!(
+        !ok && bad.contains("holds a sled database, not a fjall one"),
+        "{bad}"
+    );
+    assert!(
+        !db.join("version").exists(),
+        "fjall wrote nothing into the sled directory"
+    );
+    // A new database is fjall's, which compacts online.
+    let fresh = dir.path().join("fjall-db");
+    let (ok, out) = percolator(&fresh, &["bank", "--transfers", "20"]);
+    assert!(ok, "{out}");
+    let (ok, bad) = percolator(&fresh, &["compact"]);
+    assert!(!ok && bad.contains("holds a fjall database"), "{bad}");
 }
 
 /// The rough edges a new user hits first: a mistyped path for a read-only command, a load with
