@@ -1,8 +1,8 @@
 //! # percolator-backend-fjall
 //!
 //! An embedded, persistent [`RowStore`] on [fjall](https://docs.rs/fjall) 3, a log-structured
-//! merge tree (LSM) engine: the alternative to the sled backend where the disk footprint
-//! matters. An LSM tree rewrites its data in compacted, **lz4-compressed** sorted files, so the
+//! merge tree (LSM) engine, and the `percolator` command's default embedded backend: a seventh
+//! of sled's disk and a sixth of its writes, with faster indexing. An LSM tree rewrites its data in compacted, **lz4-compressed** sorted files, so the
 //! directory stays near the size of the live data (after garbage collection too) without the
 //! offline compaction sled needs.
 //!

@@ -1,6 +1,7 @@
 //! # percolator-backend-sled
 //!
-//! The embedded, persistent default backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34.
+//! An embedded, persistent backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34 (the
+//! `percolator` command's default until 2026-11-26, when fjall took its place; still supported).
 //!
 //! ## Layout
 //! - **One sled tree per family** (`data`, `lock`, `write`, `notify`): Bigtable's locality
