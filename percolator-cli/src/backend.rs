@@ -74,9 +74,11 @@ impl std::fmt::Display for Backend {
 /// whose files are already in `db`, else [`Backend::default`]. An embedded backend asked to open
 /// the other engine's directory is refused, naming both, before anything is written there.
 pub fn resolve(requested: Option<Backend>, db: &Path) -> Result<Backend, CliError> {
-    let found = engine_in(db);
-    let chosen = match (requested, found) {
-        (Some(backend), Some(engine)) if backend.has_db_dir() && backend.to_string() != engine => {
+    let found = engines_in(db);
+    let chosen = match (requested, found.as_slice()) {
+        (Some(backend), [engine])
+            if backend.has_db_dir() && backend.to_string().as_str() != *engine =>
+        {
             return Err(format!(
                 "{} holds a {engine} database, not a {backend} one: pass --backend {engine} \
                  (or leave --backend out), or choose another --db",
@@ -85,28 +87,35 @@ pub fn resolve(requested: Option<Backend>, db: &Path) -> Result<Backend, CliErro
             .into());
         }
         (Some(backend), _) => backend,
-        (None, Some(engine)) => Backend::from_str(engine, false).map_err(|_| {
+        (None, [engine]) => Backend::from_str(engine, false).map_err(|_| {
             format!(
                 "{} holds a {engine} database, but this binary was built without the `{engine}` \
                  feature",
                 db.display()
             )
         })?,
-        (None, None) => Backend::default(),
+        (None, []) => Backend::default(),
+        (None, _) => {
+            return Err(format!(
+                "{} holds the files of both sled and fjall: pass --backend sled or --backend fjall",
+                db.display()
+            )
+            .into());
+        }
     };
     Ok(chosen)
 }
 
-/// The embedded engine whose files are in `db` (`sled` or `fjall`), from the files each
-/// creates when it opens a directory; `None` for a missing or empty directory, or anything else.
-fn engine_in(db: &Path) -> Option<&'static str> {
-    if db.join("conf").is_file() && db.join("db").is_file() {
-        Some("sled")
-    } else if db.join("version").is_file() && db.join("keyspaces").is_dir() {
-        Some("fjall")
-    } else {
-        None
-    }
+/// The embedded engines whose files are in `db` (`sled`, `fjall`), from the files each creates
+/// when it opens a directory: none for a missing or empty directory or anything else, both for a
+/// directory each engine was opened in.
+fn engines_in(db: &Path) -> Vec<&'static str> {
+    let sled = db.join("conf").is_file() && db.join("db").is_file();
+    let fjall = db.join("version").is_file() && db.join("keyspaces").is_dir();
+    [(sled, "sled"), (fjall, "fjall")]
+        .into_iter()
+        .filter_map(|(found, engine)| found.then_some(engine))
+        .collect()
 }
 
 /// Opens the store and runs the command.
@@ -299,6 +308,23 @@ mod tests {
             .to_string();
         assert!(
             refused.contains("holds a fjall database, not a sled one"),
+            "{refused}"
+        );
+
+        // A directory both engines were opened in (possible before the refusal): either by
+        // name, neither by guess.
+        drop(percolator_backend_fjall::FjallStore::open(&sled_dir).unwrap());
+        assert_eq!(
+            resolve(Some(Backend::Fjall), &sled_dir).unwrap(),
+            Backend::Fjall
+        );
+        assert_eq!(
+            resolve(Some(Backend::Sled), &sled_dir).unwrap(),
+            Backend::Sled
+        );
+        let refused = resolve(None, &sled_dir).unwrap_err().to_string();
+        assert!(
+            refused.contains("holds the files of both sled and fjall"),
             "{refused}"
         );
     }
