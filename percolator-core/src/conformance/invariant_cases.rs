@@ -230,7 +230,7 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
     let seed = fault_seed("invariant_bank_transfers_over_faulty_store");
     let inner = factory.open().await;
     // Every client below draws its timestamps from the store's one oracle in this process, and
-    // that oracle is opened here on the store itself, under the faults: it syncs its persisted
+    // that oracle is opened here on the store beneath the fault layer: it syncs its persisted
     // window on its own, and a failed sync there (a retryable error for whichever transfer or
     // snapshot asked) is no commit's, yet counted among the syncs that failed (it happened on
     // etcd: 6 failed syncs, 5 commits reported not durable).
