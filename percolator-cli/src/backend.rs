@@ -142,13 +142,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         #[cfg(feature = "fjall")]
         Backend::Fjall => {
             if let crate::Command::Compact(_) = &cli.command {
-                let what = if cli.db.exists() {
-                    "holds a fjall database, which compacts its files itself, online: `compact` \
-                     is for sled"
-                } else {
-                    "does not exist: there is no database to compact"
-                };
-                return Err(format!("{} {what}", cli.db.display()).into());
+                return crate::compact_cmd::not_applicable("fjall", &cli.db);
             }
             refuse_to_create_for_reading(cli)?;
             let store = open_fjall(&cli.db).await?;

@@ -53,9 +53,18 @@ pub fn run_sled(db: &Path, args: &CompactArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `compact` means on a backend that is not sled.
-pub fn not_applicable(backend: &str, _db: &Path) -> Result<ExitCode, CliError> {
+/// What `compact` means on a backend that is not sled (fjall: for the database at `db`).
+pub fn not_applicable(backend: &str, db: &Path) -> Result<ExitCode, CliError> {
     Err(match backend {
+        "fjall" if !db.exists() => format!(
+            "{} does not exist: there is no database to compact",
+            db.display()
+        ),
+        "fjall" => format!(
+            "{} holds a fjall database, which compacts its files itself, online: `compact` is for \
+             sled",
+            db.display()
+        ),
         "mem" => "compact: the mem backend keeps nothing on disk".to_owned(),
         "etcd" => "compact: etcd compacts its own history (the store's GC compacts revisions); \
                    run `etcdctl defrag` on each member to give the file space back"
