@@ -194,13 +194,15 @@ pub struct FreshnessArgs {
     /// Repository size.
     #[arg(long, default_value_t = 2000)]
     docs: usize,
-    /// Crawl rates, percent of the repository per simulated hour.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0])]
-    rates: Vec<f64>,
+    /// Crawl rates, percent of the repository per simulated hour [default: 1,2,5,10,20,50,100;
+    /// with --quick: 1,5,20,50].
+    #[arg(long, value_delimiter = ',')]
+    rates: Option<Vec<f64>>,
     /// Real seconds per simulated hour.
     #[arg(long, default_value_t = 2.0)]
     hour_secs: f64,
-    /// Small and fast: 400 documents, rates 1,5,20,50, one-second hours.
+    /// Small and fast: 400 documents, one-second hours, and rates 1,5,20,50 unless --rates
+    /// names others.
     #[arg(long)]
     quick: bool,
     /// Write the report as JSON here.
@@ -486,12 +488,15 @@ pub async fn run<S: RowStore>(
         WebindexCommand::Freshness(args) => {
             let mut config = freshness::FreshnessConfig::default();
             config.docs = args.docs;
-            config.rates_pct = args.rates.clone();
             config.hour = Duration::from_secs_f64(args.hour_secs.max(0.01));
             config.runtime = runtime_config(&args.workers);
+            config.rates_pct = match &args.rates {
+                Some(rates) => rates.clone(),
+                None if args.quick => vec![1.0, 5.0, 20.0, 50.0],
+                None => vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0],
+            };
             if args.quick {
                 config.docs = 400;
-                config.rates_pct = vec![1.0, 5.0, 20.0, 50.0];
                 config.hour = Duration::from_secs(1);
             }
             let report = freshness::run(client_builder(&store, &oracle), &config, |line| {
