@@ -3,8 +3,8 @@
 //! An embedded, persistent [`RowStore`] on [fjall](https://docs.rs/fjall) 3, a log-structured
 //! merge tree (LSM) engine, and the `percolator` command's default embedded backend: a seventh
 //! of sled's disk and a sixth of its writes, with faster indexing. An LSM tree rewrites its data
-//! in compacted, **lz4-compressed** sorted files, so the directory stays near the size of the live data (after garbage collection too) without the
-//! offline compaction sled needs.
+//! in compacted, **lz4-compressed** sorted files, so the directory stays near the size of the
+//! live data (after garbage collection too) without the offline compaction sled needs.
 //!
 //! ## Layout
 //! - **One fjall keyspace per family** (`data`, `lock`, `write`, `notify`; keyspaces are fjall

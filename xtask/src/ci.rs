@@ -18,18 +18,22 @@ pub fn step(name: &str, mut cmd: Command) -> Result<(), String> {
     }
 }
 
-/// Every package of the workspace, from `cargo metadata`: `ci` runs all of their tests (the
-/// conformance binaries separately), so a new crate is never left out.
-fn workspace_packages() -> Result<Vec<String>, String> {
-    let metadata = cargo_metadata::MetadataCommand::new()
+/// The workspace's own packages, from `cargo metadata` (read once per `ci` run).
+fn workspace_metadata() -> Result<cargo_metadata::Metadata, String> {
+    cargo_metadata::MetadataCommand::new()
         .no_deps()
         .exec()
-        .map_err(|e| format!("cargo metadata: {e}"))?;
-    Ok(metadata
+        .map_err(|e| format!("cargo metadata: {e}"))
+}
+
+/// Every package of the workspace: `ci` runs all of their tests (the conformance binaries
+/// separately), so a new crate is never left out.
+fn workspace_packages(metadata: &cargo_metadata::Metadata) -> Vec<String> {
+    metadata
         .workspace_packages()
         .iter()
         .map(|p| p.name.to_string())
-        .collect())
+        .collect()
 }
 
 pub fn ci() -> Result<Counts, String> {
@@ -40,7 +44,8 @@ pub fn ci() -> Result<Counts, String> {
     // Lints and docs run on the declared minimum Rust version, so the one check of every crate
     // that they need is also the MSRV check (a separate `cargo +<msrv> check` would check every
     // dependency a second time: five minutes of CI's budget on a 2-core machine).
-    let msrv = msrv_toolchain()?;
+    let metadata = workspace_metadata()?;
+    let msrv = msrv_toolchain(&metadata)?;
     let (mut clippy, mut doc) = match &msrv {
         Some(toolchain) => (cargo_on(toolchain), cargo_on(toolchain)),
         None => (cargo(), cargo()),
@@ -98,7 +103,7 @@ pub fn ci() -> Result<Counts, String> {
     {
         println!("(the search page's browser test skips: chromium is not installed)");
     }
-    let packages = workspace_packages()?;
+    let packages = workspace_packages(&metadata);
     let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
     let rest = if have_nextest() {
         run_tests(&packages, Some("not binary(~conformance)"), &[], &env)?
@@ -114,12 +119,8 @@ pub fn ci() -> Result<Counts, String> {
     Ok(total)
 }
 
-/// The declared `rust-version` of the workspace, from `cargo metadata`.
-fn declared_msrv() -> Result<String, String> {
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .map_err(|e| format!("cargo metadata: {e}"))?;
+/// The declared `rust-version` of the workspace.
+fn declared_msrv(metadata: &cargo_metadata::Metadata) -> Result<String, String> {
     let versions: std::collections::BTreeSet<String> = metadata
         .workspace_packages()
         .iter()
@@ -137,8 +138,8 @@ fn declared_msrv() -> Result<String, String> {
 
 /// The declared minimum Rust version as a rustup toolchain name (`1.90`), installed with clippy
 /// when missing; `None`, with the reason printed, where there is no rustup to install it with.
-fn msrv_toolchain() -> Result<Option<String>, String> {
-    let version = declared_msrv()?;
+fn msrv_toolchain(metadata: &cargo_metadata::Metadata) -> Result<Option<String>, String> {
+    let version = declared_msrv(metadata)?;
     let toolchain = version
         .strip_suffix(".0")
         .filter(|v| v.matches('.').count() == 1)
