@@ -244,11 +244,40 @@ impl TextBuf {
     }
 
     fn push(&mut self, text: &str) {
-        for c in text.chars() {
-            if c.is_whitespace() {
+        // Word by word: a page's text is mostly words that fit, appended whole.
+        for (i, word) in text.split(char::is_whitespace).enumerate() {
+            if i > 0 {
                 self.pending_space = true;
+            }
+            if word.is_empty() {
                 continue;
             }
+            let space = self.pending_space && !self.text.is_empty();
+            let chars = if word.is_ascii() {
+                word.len()
+            } else {
+                word.chars().count()
+            };
+            if self
+                .limit
+                .is_some_and(|limit| self.chars + chars + usize::from(space) > limit)
+            {
+                // Full within this word: as much of it as fits, then nothing more.
+                self.push_chars(word);
+                return;
+            }
+            if space {
+                self.text.push(' ');
+            }
+            self.pending_space = false;
+            self.text.push_str(word);
+            self.chars += chars + usize::from(space);
+        }
+    }
+
+    /// Appends `word` (no whitespace) char by char until the limit is reached.
+    fn push_chars(&mut self, word: &str) {
+        for c in word.chars() {
             let space = self.pending_space && !self.text.is_empty();
             let needed = if space { 2 } else { 1 };
             if self.limit.is_some_and(|limit| self.chars + needed > limit) {
@@ -455,6 +484,61 @@ mod tests {
 
     use super::*;
     use crate::terms::distinct_terms;
+
+    #[test]
+    fn text_buffer_appends_what_a_char_by_char_buffer_does() {
+        // The reference: every char in turn, whitespace collapsed, capped at `limit` chars.
+        fn reference(pieces: &[&str], limit: Option<usize>) -> String {
+            let (mut text, mut chars, mut pending) = (String::new(), 0usize, false);
+            'pieces: for piece in pieces {
+                for c in piece.chars() {
+                    if c.is_whitespace() {
+                        pending = true;
+                        continue;
+                    }
+                    let space = pending && !text.is_empty();
+                    let needed = 1 + usize::from(space);
+                    if limit.is_some_and(|l| chars + needed > l) {
+                        continue 'pieces;
+                    }
+                    if space {
+                        text.push(' ');
+                    }
+                    pending = false;
+                    text.push(c);
+                    chars += needed;
+                }
+            }
+            text
+        }
+        const PARTS: &[&str] = &[
+            "ab", " ", "\n\t", "é", "東京", "x y", "\u{a0}", "🦀", "word ",
+        ];
+        let mut rng = StdRng::seed_from_u64(11);
+        for round in 0..500 {
+            let pieces: Vec<String> = (0..rng.random_range(0..12))
+                .map(|_| {
+                    (0..rng.random_range(0..4))
+                        .map(|_| PARTS[rng.random_range(0..PARTS.len())])
+                        .collect()
+                })
+                .collect();
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let limit = (round % 2 == 0).then(|| rng.random_range(0..30));
+            let mut buf = match limit {
+                Some(l) => TextBuf::with_limit(l),
+                None => TextBuf::default(),
+            };
+            for piece in &pieces {
+                buf.push(piece);
+            }
+            assert_eq!(
+                buf.into_string(),
+                reference(&pieces, limit),
+                "{pieces:?} {limit:?}"
+            );
+        }
+    }
 
     /// The page's distinct terms, sorted.
     fn terms(page: &ParsedPage) -> Vec<String> {

@@ -541,12 +541,14 @@ impl<S: RowStore> Observer<S> for Inverter {
 
         let mut directory = Directory::default();
         // term -> the new chunk's postings, in slot order
-        let mut added: HashMap<String, Vec<(u32, Posting)>> = HashMap::new();
+        // (seeded per process: the terms are crawled text)
+        let mut added: HashMap<String, Vec<(u32, Posting)>, foldhash::fast::RandomState> =
+            HashMap::default();
         // chunk -> (cluster, the terms it has postings for there)
         let mut removed: BTreeMap<Bytes, Vec<(Bytes, PageTerms)>> = BTreeMap::new();
         let mut corpus = CorpusCounts::default();
         // Term rows the removals touch (besides those of `added`).
-        let mut removed_terms: HashSet<String> = HashSet::new();
+        let mut removed_terms: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
         for (taken, cluster) in queued.into_iter().enumerate() {
             let new = cluster
                 .exported

@@ -27,21 +27,69 @@ const MAX_TERM_CHARS: usize = 32;
 
 /// The terms of `lowercase` text in order, repeats included: maximal runs of (Unicode)
 /// alphanumeric chars of 2 to 32 chars, with their byte ranges.
-pub fn tokens(lowercase: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut start = None;
-    lowercase
-        .char_indices()
-        .chain(std::iter::once((lowercase.len(), ' ')))
-        .filter_map(move |(i, c)| {
-            if c.is_alphanumeric() {
-                start.get_or_insert(i);
-                None
-            } else {
-                let s = start.take()?;
-                Some((s, &lowercase[s..i]))
+pub fn tokens(lowercase: &str) -> Tokens<'_> {
+    Tokens {
+        text: lowercase,
+        at: 0,
+    }
+}
+
+/// The iterator [`tokens`] returns. ASCII bytes are classified without decoding a char: page
+/// text is mostly ASCII, and splitting it was a tenth of the document processor's work.
+#[derive(Debug, Clone)]
+pub struct Tokens<'a> {
+    text: &'a str,
+    /// Byte offset of the next char to look at (always a char boundary).
+    at: usize,
+}
+
+impl<'a> Tokens<'a> {
+    /// Whether the char at byte `at` (a char boundary before the end) is alphanumeric, and its
+    /// length in bytes.
+    fn classify(&self, at: usize) -> (bool, usize) {
+        let byte = self.text.as_bytes()[at];
+        if byte.is_ascii() {
+            return (byte.is_ascii_alphanumeric(), 1);
+        }
+        match self.text[at..].chars().next() {
+            Some(c) => (c.is_alphanumeric(), c.len_utf8()),
+            None => (false, 1), // unreachable: `at` is a boundary before the end
+        }
+    }
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = (usize, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let end = self.text.len();
+        loop {
+            // Skip to the start of the next run.
+            let start = loop {
+                if self.at >= end {
+                    return None;
+                }
+                let (alphanumeric, len) = self.classify(self.at);
+                if alphanumeric {
+                    break self.at;
+                }
+                self.at += len;
+            };
+            // Take the run, counting its chars.
+            let mut chars = 0usize;
+            while self.at < end {
+                let (alphanumeric, len) = self.classify(self.at);
+                if !alphanumeric {
+                    break;
+                }
+                self.at += len;
+                chars += 1;
             }
-        })
-        .filter(|(_, t)| (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&t.chars().count()))
+            if (MIN_TERM_CHARS..=MAX_TERM_CHARS).contains(&chars) {
+                return Some((start, &self.text[start..self.at]));
+            }
+        }
+    }
 }
 
 /// Every distinct term of `text` (lowercased, as [`tokens`] splits it), sorted.
@@ -77,8 +125,13 @@ impl PageTerms {
         // walk per token were most of the indexing's text work.
         let lower = [title.to_lowercase(), body.to_lowercase()];
         let mut length = 0u32;
-        let mut counts: std::collections::HashMap<&str, TermCounts> =
-            std::collections::HashMap::with_capacity(lower[1].len() / 16);
+        // Seeded per process (foldhash): the keys are crawled text, so a fixed hash function
+        // would let a page pick colliding terms.
+        let mut counts: std::collections::HashMap<&str, TermCounts, foldhash::fast::RandomState> =
+            std::collections::HashMap::with_capacity_and_hasher(
+                lower[1].len() / 16,
+                foldhash::fast::RandomState::default(),
+            );
         for (text, in_title) in [(&lower[0], true), (&lower[1], false)] {
             for (_, term) in tokens(text) {
                 length = length.saturating_add(1);
@@ -109,14 +162,15 @@ impl PageTerms {
     /// term.
     pub fn encode(&self) -> Bytes {
         let mut out = String::with_capacity(16 + self.counts.len() * 16);
-        out.push_str(&self.length.to_string());
+        let mut number = itoa::Buffer::new();
+        out.push_str(number.format(self.length));
         out.push('\n');
         for (term, c) in &self.counts {
             out.push_str(term);
             out.push(' ');
-            out.push_str(&c.title.to_string());
+            out.push_str(number.format(c.title));
             out.push(' ');
-            out.push_str(&c.body.to_string());
+            out.push_str(number.format(c.body));
             out.push('\n');
         }
         out.into()
@@ -315,6 +369,49 @@ mod tests {
         assert_eq!(distinct_terms(&format!("{long} {just_fits}")), [just_fits]);
         let offsets: Vec<usize> = tokens("ab, cd").map(|(i, _)| i).collect();
         assert_eq!(offsets, [0, 4]);
+    }
+
+    /// Random text from ASCII letters, digits, punctuation, whitespace and multi-byte chars
+    /// (alphanumeric and not).
+    fn random_text(rng: &mut impl rand::Rng, len: usize) -> String {
+        const PIECES: &[&str] = &[
+            "a", "z", "q", "0", "7", " ", "  ", "\n", "-", ".", ",", "é", "ß", "東", "京", "—",
+            "\u{a0}", "\u{2003}", "½", "٣", "🦀", "x",
+        ];
+        (0..len)
+            .map(|_| PIECES[rng.random_range(0..PIECES.len())])
+            .collect()
+    }
+
+    #[test]
+    fn tokens_match_a_char_by_char_split() {
+        // The reference: runs of `char::is_alphanumeric`, kept when 2 to 32 chars long.
+        fn reference(text: &str) -> Vec<(usize, &str)> {
+            let mut out = Vec::new();
+            let mut start = None;
+            for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+                if c.is_alphanumeric() {
+                    start.get_or_insert(i);
+                } else if let Some(s) = start.take() {
+                    let run = &text[s..i];
+                    if (2..=32).contains(&run.chars().count()) {
+                        out.push((s, run));
+                    }
+                }
+            }
+            out
+        }
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
+        for len in (0..400).chain([2_000, 20_000]) {
+            let text = random_text(&mut rng, len);
+            assert_eq!(
+                tokens(&text).collect::<Vec<_>>(),
+                reference(&text),
+                "{text:?}"
+            );
+        }
+        let long_runs = format!("{} {}", "é".repeat(32), "7".repeat(33));
+        assert_eq!(tokens(&long_runs).count(), 1);
     }
 
     #[test]
