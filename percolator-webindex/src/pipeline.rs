@@ -27,7 +27,7 @@
 //! (`canonical`, `forwarded_to`, the queue cell, the ack), so snapshot isolation serializes
 //! them: no write skew between two runs that each read what the other changes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -541,14 +541,13 @@ impl<S: RowStore> Observer<S> for Inverter {
 
         let mut directory = Directory::default();
         // term -> the new chunk's postings, in slot order
-        // (seeded per process: the terms are crawled text)
-        let mut added: HashMap<String, Vec<(u32, Posting)>, foldhash::fast::RandomState> =
-            HashMap::default();
+        // (foldhash maps are seeded per process: the terms are crawled text)
+        let mut added: foldhash::HashMap<String, Vec<(u32, Posting)>> = Default::default();
         // chunk -> (cluster, the terms it has postings for there)
         let mut removed: BTreeMap<Bytes, Vec<(Bytes, PageTerms)>> = BTreeMap::new();
         let mut corpus = CorpusCounts::default();
         // Term rows the removals touch (besides those of `added`).
-        let mut removed_terms: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
+        let mut removed_terms: foldhash::HashSet<String> = Default::default();
         for (taken, cluster) in queued.into_iter().enumerate() {
             let new = cluster
                 .exported

@@ -127,11 +127,8 @@ impl PageTerms {
         let mut length = 0u32;
         // Seeded per process (foldhash): the keys are crawled text, so a fixed hash function
         // would let a page pick colliding terms.
-        let mut counts: std::collections::HashMap<&str, TermCounts, foldhash::fast::RandomState> =
-            std::collections::HashMap::with_capacity_and_hasher(
-                lower[1].len() / 16,
-                foldhash::fast::RandomState::default(),
-            );
+        let mut counts: foldhash::HashMap<&str, TermCounts> =
+            foldhash::HashMapExt::with_capacity(lower[1].len() / 16);
         for (text, in_title) in [(&lower[0], true), (&lower[1], false)] {
             for (_, term) in tokens(text) {
                 length = length.saturating_add(1);
