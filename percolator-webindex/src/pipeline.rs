@@ -40,7 +40,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::html::parse_page;
 use super::postings::{Directory, Held, PostingChunk, RareChunk, rare_limit, rare_row};
 use super::schema::*;
-use super::terms::{AnchorTerms, CorpusCounts, PageTerms, Posting};
+use super::terms::{AnchorTerms, CorpusCounts, PageTerms, PageTermsView, Posting};
 use percolator_observers::{Change, Observer, Observers};
 
 /// A document reached its clustered state: sent by the clusterer after its commit (for the
@@ -549,24 +549,42 @@ impl<S: RowStore> Observer<S> for Inverter {
         // Term rows the removals touch (besides those of `added`).
         let mut removed_terms: foldhash::HashSet<String> = Default::default();
         for (taken, cluster) in queued.into_iter().enumerate() {
-            let new = cluster
-                .exported
-                .as_deref()
-                .map(|cell| decode_exported(cell).1);
+            // The exported terms, read in place; a cell in another form than the document
+            // processor writes is decoded and read in its re-encoded form.
+            let reencoded;
+            let new = match cluster.exported.as_deref().map(exported_terms) {
+                None => None,
+                Some(cell) => Some(match PageTermsView::parse(cell) {
+                    Some(view) => view,
+                    None => {
+                        reencoded = PageTerms::decode(cell).encode();
+                        PageTermsView::parse(&reencoded).ok_or_else(|| {
+                            Error::Corrupt(format!(
+                                "cluster {:?}: exported terms do not re-encode",
+                                lossy(&cluster.hash)
+                            ))
+                        })?
+                    }
+                }),
+            };
             // A term both in `old` and `new` counts twice: an overestimate, which is safe. The
             // terms already counted are looked up only when the cluster's terms might not fit
             // (embedded stores have no row limit to speak of).
             let fits = {
-                let terms = [cluster.old.as_ref(), new.as_ref()].into_iter().flatten();
                 let rows = added.len()
                     + removed_terms.len()
                     + 2 * (taken + 1)
                     + removed.len()
                     + BOOKKEEPING_ROWS;
-                rows + terms.clone().map(|t| t.counts.len()).sum::<usize>() <= limits.max_batch_rows
+                let old_terms = cluster.old.iter().flat_map(|t| t.counts.keys());
+                let new_terms = new.iter().flat_map(|v| v.iter().map(|(t, _)| t));
+                rows + cluster.old.as_ref().map_or(0, |t| t.counts.len())
+                    + new.as_ref().map_or(0, PageTermsView::len)
+                    <= limits.max_batch_rows
                     || rows
-                        + terms
-                            .flat_map(|terms| terms.counts.keys())
+                        + old_terms
+                            .map(String::as_str)
+                            .chain(new_terms)
                             .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
                             .count()
                         <= limits.max_batch_rows
@@ -576,7 +594,12 @@ impl<S: RowStore> Observer<S> for Inverter {
                 break;
             }
             txn.delete(INDEX_QUEUE, &row, queued_column(&cluster.hash))?;
-            if cluster.old == new {
+            let unchanged = match (&cluster.old, &new) {
+                (None, None) => true,
+                (Some(old), Some(new)) => new.same_as(old),
+                _ => false,
+            };
+            if unchanged {
                 continue; // e.g. the canonical moved to a duplicate: same text
             }
             if let Some(old) = cluster.old {
@@ -609,14 +632,21 @@ impl<S: RowStore> Observer<S> for Inverter {
                         documents: 1,
                         length: i64::from(new.length),
                     });
-                    for (term, counts) in new.counts {
-                        added.entry(term).or_default().push((
+                    for (term, counts) in new.iter() {
+                        let posting = (
                             slot,
                             Posting {
                                 counts,
                                 length: new.length,
                             },
-                        ));
+                        );
+                        // An owned key only for a term new to the batch.
+                        match added.get_mut(term) {
+                            Some(postings) => postings.push(posting),
+                            None => {
+                                added.insert(term.to_owned(), vec![posting]);
+                            }
+                        }
                     }
                     txn.set(CLUSTERS, &cluster.hash, POSTED, chunk.clone())?;
                 }

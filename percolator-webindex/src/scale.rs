@@ -118,6 +118,10 @@ pub struct ScaleReport {
     pub peak_rss_bytes: [Option<u64>; 3],
     /// Bytes the process wrote to storage (load and run), where the OS reports them.
     pub written_bytes: Option<u64>,
+    /// CPU seconds the process spent (user and system, every thread) in the load (the pages'
+    /// rendering included) and in the run, where the OS reports them: with the wall times, how
+    /// busy the cores were, and a figure less noisy than wall time on a shared machine.
+    pub cpu_seconds: [Option<f64>; 2],
     /// Bytes on disk after the run, where the store has a directory.
     pub disk_bytes: Option<u64>,
     /// `disk_bytes` per byte of HTML.
@@ -162,6 +166,20 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// Resets [`peak_rss_bytes`] to the current resident size (Linux ≥ 4.0; elsewhere a no-op).
 pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// CPU seconds this process has spent, user and system, in all its threads (`utime` and `stime`
+/// of `/proc/self/stat`, which Linux counts in USER_HZ: 100 a second).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    // Fields 14 and 15 of the line; field 3 is the first after the name.
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 /// Bytes this process caused to be written to storage (`write_bytes` of `/proc/self/io`).
@@ -265,6 +283,7 @@ pub async fn run<S: RowStore>(
 ) -> std::result::Result<ScaleReport, RuntimeError> {
     let crawl = SyntheticCrawl::new(config.docs, config.seed).with_shape(config.shape);
     let written_before = written_bytes();
+    let cpu_before_load = cpu_seconds();
     // Load.
     reset_peak_rss();
     let loader = builder().observe_all(&observed_columns()).build().await?;
@@ -293,6 +312,7 @@ pub async fn run<S: RowStore>(
     })?;
     loader.shutdown().await?;
     let load_peak = peak_rss_bytes();
+    let cpu_before_run = cpu_seconds();
     // Run.
     reset_peak_rss();
     let runtime = Runtime::start(builder(), observers(None), config.runtime.clone()).await?;
@@ -321,6 +341,7 @@ pub async fn run<S: RowStore>(
         }
     }
     let run_seconds = began.elapsed().as_secs_f64();
+    let cpu_after_run = cpu_seconds();
     let processed = runtime.stats().notifications_processed;
     samples.push(ScaleSample {
         seconds: run_seconds,
@@ -377,6 +398,14 @@ pub async fn run<S: RowStore>(
         samples,
         peak_rss_bytes: [load_peak, run_peak, check_peak],
         written_bytes: written,
+        cpu_seconds: [
+            cpu_before_run
+                .zip(cpu_before_load)
+                .map(|(after, before)| after - before),
+            cpu_after_run
+                .zip(cpu_before_run)
+                .map(|(after, before)| after - before),
+        ],
         disk_bytes: disk,
         disk_per_html: disk.map(|d| d as f64 / html_bytes.max(1) as f64),
         stored,
@@ -387,6 +416,19 @@ pub async fn run<S: RowStore>(
 }
 
 impl ScaleReport {
+    /// CPU seconds of the load and the run, the run's per page, and how busy the cores were.
+    fn cpu_figures(&self) -> String {
+        let [Some(load), Some(run)] = self.cpu_seconds else {
+            return "-".to_owned();
+        };
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        format!(
+            "{load:.1} / {run:.1} s ({:.1} ms a page in the run, {:.0}% of {cores} cores busy)",
+            1000.0 * run / self.docs.max(1) as f64,
+            100.0 * run / (self.run_seconds.max(1e-9) * cores as f64),
+        )
+    }
+
     /// A two-column markdown table of the figures.
     pub fn table(&self) -> String {
         let mb = |b: Option<u64>| {
@@ -410,6 +452,7 @@ impl ScaleReport {
                     self.run_seconds, self.run_pages_per_sec, self.notifications_processed
                 ),
             ),
+            ("CPU: load / run", self.cpu_figures()),
             (
                 "one-step commits / fell back",
                 format!("{} / {}", self.one_phase[0], self.one_phase[1]),
@@ -523,6 +566,15 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(peak_rss_bytes().is_some_and(|b| b > 0));
             assert!(written_bytes().is_some());
+            // CPU time only grows, and spinning for 50 ms spends some.
+            let before = cpu_seconds().unwrap();
+            let spin = std::time::Instant::now();
+            let mut x = 0u64;
+            while spin.elapsed() < std::time::Duration::from_millis(50) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            let after = cpu_seconds().unwrap();
+            assert!(after > before, "{before} s then {after} s");
         }
     }
 }

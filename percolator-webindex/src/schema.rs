@@ -262,13 +262,23 @@ pub fn encode_exported(url: &[u8], terms: &[u8]) -> Bytes {
     [url, b"\n", terms].concat().into()
 }
 
-/// Decodes [`encode_exported`] into the URL and the [`PageTerms`].
-pub fn decode_exported(bytes: &[u8]) -> (Bytes, PageTerms) {
-    let (url, terms) = match bytes.iter().position(|&b| b == b'\n') {
+/// Splits [`encode_exported`] into the URL and the terms cell.
+fn split_exported(bytes: &[u8]) -> (&[u8], &[u8]) {
+    match bytes.iter().position(|&b| b == b'\n') {
         Some(i) => (&bytes[..i], &bytes[i + 1..]),
         None => (bytes, &b""[..]),
-    };
+    }
+}
+
+/// Decodes [`encode_exported`] into the URL and the [`PageTerms`].
+pub fn decode_exported(bytes: &[u8]) -> (Bytes, PageTerms) {
+    let (url, terms) = split_exported(bytes);
     (Bytes::copy_from_slice(url), PageTerms::decode(terms))
+}
+
+/// The terms cell of [`encode_exported`], to read in place ([`crate::terms::PageTermsView`]).
+pub fn exported_terms(bytes: &[u8]) -> &[u8] {
+    split_exported(bytes).1
 }
 
 #[cfg(test)]

@@ -331,3 +331,57 @@ async fn inverter_batches_fit_tight_store_limits() {
     // 3 chunks in each shard, so more than twice as many chunks as shards.
     assert!(chunks as u64 > 2 * INDEX_SHARDS, "{chunks} chunks");
 }
+
+/// A `documents:terms` cell in another form than the document processor writes (its lines out
+/// of order, CRLF line ends, a malformed line) is exported byte for byte and indexed as
+/// `PageTerms::decode` reads it: the inverter's in-place reading declines such a cell and reads
+/// its decoded form instead. The check compares every posting with the decoded cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_cells_in_another_form_are_indexed_as_decoded() {
+    use percolator_webindex::pipeline::canonical_of;
+    use percolator_webindex::schema::{CANONICAL, CLUSTER, CLUSTERS, DOCUMENTS, TERMS};
+    use percolator_webindex::terms::{PageTerms, PageTermsView};
+    use std::sync::Arc;
+
+    let store = Arc::new(percolator_backend_mem::MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(24, 3);
+    load(&client, crawl.initial().collect()).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+
+    let txn = client.begin().await.unwrap();
+    let url = canonical_of(&txn, crawl.url(0).as_bytes()).await.unwrap();
+    let hash = txn.get(DOCUMENTS, &url, CLUSTER).await.unwrap().unwrap();
+    let terms = txn.get(DOCUMENTS, &url, TERMS).await.unwrap().unwrap();
+    let mut page = PageTerms::decode(&terms);
+    let first = page.counts.keys().next().unwrap().clone();
+    page.counts.get_mut(&first).unwrap().body += 5;
+    // Out of order, CRLF, a malformed line, and a term no page has.
+    let mut lines: Vec<String> = page
+        .counts
+        .iter()
+        .map(|(t, c)| format!("{t} {} {}", c.title, c.body))
+        .collect();
+    lines.push("zzqqvariant 0 3".into());
+    lines.reverse();
+    lines.insert(1, "malformed".into());
+    let cell = format!("{}\r\n{}\r\n", page.length + 3, lines.join("\r\n"));
+    assert!(PageTermsView::parse(cell.as_bytes()).is_none());
+    drop(txn);
+
+    // Writing the cluster's canonical again (same value) runs its exporter.
+    let mut txn = client.begin().await.unwrap();
+    txn.set(DOCUMENTS, &url, TERMS, Bytes::from(cell)).unwrap();
+    txn.set(CLUSTERS, &hash, CANONICAL, url.clone()).unwrap();
+    txn.commit().await.unwrap();
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let url = String::from_utf8(url.to_vec()).unwrap();
+    assert_eq!(urls(&client, "zzqqvariant").await, vec![url.clone()]);
+    let hits = search(&client, &first, 1000).await.hits;
+    assert!(hits.iter().any(|h| h.url == url), "{first}: {hits:?}");
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
+}

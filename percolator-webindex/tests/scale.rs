@@ -51,6 +51,17 @@ fn assert_complete(report: &ScaleReport) {
     let last = report.samples.last().expect("a final sample");
     assert_eq!(last.processed, report.notifications_processed);
     assert!(report.quarters.iter().sum::<f64>() > 0.0);
+    if cfg!(target_os = "linux") {
+        // Loading and indexing 120 realistic pages costs CPU in both phases.
+        assert!(
+            report
+                .cpu_seconds
+                .iter()
+                .all(|s| s.is_some_and(|s| s > 0.0)),
+            "{:?}",
+            report.cpu_seconds
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

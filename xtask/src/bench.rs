@@ -250,9 +250,9 @@ fn scale_all(bin: &Binaries, systems: &[&str], docs: usize) -> Result<(), String
     }
     println!("\n## Scale: {docs} realistic pages loaded, indexed and checked in one process\n");
     println!(
-        "| backend | HTML MB | load pages/s | run pages/s | notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written MB | disk ÷ HTML | violations |"
+        "| backend | HTML MB | load pages/s | run pages/s | run CPU ms/page | notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written MB | disk ÷ HTML | violations |"
     );
-    println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|");
     let mb = |v: &Value| {
         v.as_f64()
             .map_or_else(|| "-".to_owned(), |b| format!("{:.0}", b / 1e6))
@@ -270,8 +270,17 @@ fn scale_all(bin: &Binaries, systems: &[&str], docs: usize) -> Result<(), String
             .flatten()
             .map(mb)
             .collect();
+        let run_cpu_ms = r["cpu_seconds"][1].as_f64().map_or_else(
+            || "-".to_owned(),
+            |s| {
+                format!(
+                    "{:.1}",
+                    1000.0 * s / r["docs"].as_f64().unwrap_or(1.0).max(1.0)
+                )
+            },
+        );
         println!(
-            "| {backend} | {} | {:.0} | {:.0} | {} | {:.2} | {} | {} | {} | {} |",
+            "| {backend} | {} | {:.0} | {:.0} | {run_cpu_ms} | {} | {:.2} | {} | {} | {} | {} |",
             mb(&r["html_bytes"]),
             r["load_pages_per_sec"].as_f64().unwrap_or(0.0),
             r["run_pages_per_sec"].as_f64().unwrap_or(0.0),
