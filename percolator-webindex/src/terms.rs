@@ -176,8 +176,7 @@ impl PageTerms {
     /// Decodes [`PageTerms::encode`] (see the module docs for malformed bytes).
     pub fn decode(bytes: &[u8]) -> Self {
         let text = String::from_utf8_lossy(bytes);
-        let mut lines = text.lines();
-        let length = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        let (length, lines) = header_and_lines(&text);
         let counts = lines
             .filter_map(term_line)
             .map(|(term, counts)| (term.to_owned(), counts))
@@ -197,12 +196,12 @@ impl PageTerms {
 /// an owned string or a tree node per term. The inverter reads a thousand exported pages per
 /// run, most of whose terms are already in its batch, so decoding each into a `PageTerms` was a
 /// quarter of its work.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PageTermsView<'a> {
     /// As [`PageTerms::length`].
     pub length: u32,
     /// The lines after the header.
-    lines: &'a str,
+    lines: std::str::Lines<'a>,
     /// Well-formed lines (distinct terms).
     len: usize,
 }
@@ -212,17 +211,10 @@ impl<'a> PageTermsView<'a> {
     /// (not UTF-8, or its terms not in strictly increasing order): then [`PageTerms::decode`]
     /// gives its meaning, and a view of that re-encoded reads the same.
     pub fn parse(bytes: &'a [u8]) -> Option<Self> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        // The header as `str::lines` reads it: a `\r` before the first `\n` is part of the line
-        // ending, a bare one at the very end is not.
-        let (header, lines) = match text.split_once('\n') {
-            Some((header, lines)) => (header.strip_suffix('\r').unwrap_or(header), lines),
-            None => (text, ""),
-        };
-        let length = header.parse().unwrap_or(0);
+        let (length, lines) = header_and_lines(std::str::from_utf8(bytes).ok()?);
         let mut len = 0;
         let mut previous: Option<&str> = None;
-        for (term, _) in lines.lines().filter_map(term_line) {
+        for (term, _) in lines.clone().filter_map(term_line) {
             if previous.is_some_and(|p| p >= term) {
                 return None;
             }
@@ -244,7 +236,7 @@ impl<'a> PageTermsView<'a> {
 
     /// The terms with their counts, in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, TermCounts)> + Clone + use<'a> {
-        self.lines.lines().filter_map(term_line)
+        self.lines.clone().filter_map(term_line)
     }
 
     /// Whether `page` has the same length, terms and counts.
@@ -264,6 +256,13 @@ impl<'a> PageTermsView<'a> {
             counts: self.iter().map(|(t, c)| (t.to_owned(), c)).collect(),
         }
     }
+}
+
+/// A [`PageTerms`] cell's header (its length; zero if malformed) and its other lines.
+fn header_and_lines(text: &str) -> (u32, std::str::Lines<'_>) {
+    let mut lines = text.lines();
+    let length = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    (length, lines)
 }
 
 /// One `<term> <title> <body>` line of a [`PageTerms`] cell, or `None` if malformed (skipped, as
