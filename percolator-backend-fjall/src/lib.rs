@@ -78,10 +78,13 @@
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
 //! transactions commit in one row mutation conditional on
-//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
-//! is one atomic, raised *before* the reader opens its fjall snapshot. The argument that no
+//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` a point read was admitted at is an
+//! atomic per latch stripe, and that of a scan one per table (hashed into
+//! [`SCAN_MARKS`](percolator_core::embedded::SCAN_MARKS) slots), raised *before* the reader
+//! opens its fjall snapshot; a mutation checks its row's stripe and its table's mark (see
+//! [`RowLatches`]). The argument that no
 //! admitted reader misses a mutation whose condition held is the sled backend's:
-//! - the mutation checks the atomic under its row's write latch and keeps the latch until its
+//! - the mutation checks the marks under its row's write latch and keeps the latch until its
 //!   batch is visible; a **point read** admits itself, then takes the row latch for reading and
 //!   opens its snapshot under it (and lets go at once): either the mutation saw the reader's
 //!   timestamp and failed, or it held the latch first and the snapshot includes it;
@@ -93,7 +96,7 @@
 //!   sees the admission and fails. The gates are shared among writers, and a scan waits only for
 //!   writes already in flight: no global lock.
 //!
-//! Both sides put a `SeqCst` fence between raising or reading the atomic and the next step; the
+//! Both sides put a `SeqCst` fence between raising or reading a mark and the next step; the
 //! conformance case `one_phase_condition_is_atomic_against_concurrent_readers` races the two.
 //!
 //! ## Durability — what is on disk when a commit returns
@@ -375,11 +378,39 @@ fn corrupt(e: KeyError) -> StoreError {
     StoreError::Corrupt(format!("undecodable key in fjall keyspace: {e}"))
 }
 
-/// The `enc(table) ++ enc(row)` prefix of a cell key.
 /// The version of cell key `k` (its last eight bytes).
 fn ts_of(k: &[u8]) -> Result<u64, StoreError> {
     let at = k.len().saturating_sub(8);
     key::decode_ts(&k[at..], at).map_err(corrupt)
+}
+
+/// How many notify keys of one row, whose existence the in-memory counts cannot answer, a
+/// mutation must write before the store reads the row's notify keys in one range instead of
+/// looking each up (see `FjallStore::notify_deltas`).
+const ROW_READ_FROM: usize = 4;
+
+/// A notify key a mutation writes, whose existence the engine must answer: (key, version, put).
+type AskedKey<'a> = (&'a [u8], u64, bool);
+
+/// Counts a notify key's change in its row's delta: +1 for a put of a key the engine lacks,
+/// -1 for a delete of one it holds; the newest version put is kept.
+fn count_notify_change<'a>(
+    deltas: &mut HashMap<&'a [u8], (i64, u64)>,
+    row: &'a [u8],
+    ts: u64,
+    exists: bool,
+    put: bool,
+) {
+    let delta = match (exists, put) {
+        (false, true) => 1,
+        (true, false) => -1,
+        _ => return,
+    };
+    let entry = deltas.entry(row).or_default();
+    entry.0 += delta;
+    if delta > 0 {
+        entry.1 = entry.1.max(ts);
+    }
 }
 
 /// How a write batch changes one row's notify keys ([`FjallStore::notify_deltas`]).
@@ -392,6 +423,7 @@ struct NotifyDelta {
     newest: u64,
 }
 
+/// The `enc(table) ++ enc(row)` prefix of a cell key.
 fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
     let (_, table_len) = key::decode_bytes(k, 0).map_err(corrupt)?;
     let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
@@ -552,8 +584,13 @@ impl FjallStore {
 
     /// How the notify keys of each row change if `writes` apply: per row, the keys that the
     /// final writes put and the engine's latest state lacks, less those they delete and it holds
-    /// (point lookups; the caller holds the rows' latches, so the answers stay true until the
-    /// writes apply).
+    /// (the caller holds the rows' latches, so the answers stay true until the writes apply).
+    ///
+    /// [`Self::notify_rows`] answers most puts. The engine answers the rest: by point lookups,
+    /// or, for a row with at least [`ROW_READ_FROM`] such keys (an observer clearing a cell's
+    /// backlog: a link target's dozens of notifications), by one read of the row's notify keys.
+    /// Those keys were flushed long ago, so each point lookup of a present key searches a table
+    /// per level: they were half of a link-forwarding run's store work.
     fn notify_deltas(&self, writes: &[KeyWrite]) -> Result<Vec<NotifyDelta>, StoreError> {
         let mut last: HashMap<&[u8], bool> = HashMap::new();
         for w in writes.iter().filter(|w| w.family == Family::Notify) {
@@ -561,27 +598,40 @@ impl FjallStore {
         }
         let keyspace = self.keyspace(Family::Notify);
         let mut deltas: HashMap<&[u8], (i64, u64)> = HashMap::new();
+        // Per row, the keys whose existence only the engine knows.
+        let mut ask_engine: HashMap<&[u8], Vec<AskedKey<'_>>> = HashMap::new();
         for (key, put) in last {
             let row = row_prefix_of(key)?;
             let ts = ts_of(key)?;
             // The map is exact for a latched row: a row it lacks holds no notify key, and none
             // newer than the row's newest. Only the rest needs the engine.
-            let exists = match self.notify_rows.newest_ts(row) {
-                None => false,
-                Some(newest) if put && ts > newest => false,
-                Some(_) => keyspace
-                    .contains_key(key)
-                    .map_err(|e| backend("notify count", e))?,
-            };
-            let delta = match (exists, put) {
-                (false, true) => 1,
-                (true, false) => -1,
-                _ => continue,
-            };
-            let entry = deltas.entry(row).or_default();
-            entry.0 += delta;
-            if delta > 0 {
-                entry.1 = entry.1.max(ts);
+            match self.notify_rows.newest_ts(row) {
+                None => count_notify_change(&mut deltas, row, ts, false, put),
+                Some(newest) if put && ts > newest => {
+                    count_notify_change(&mut deltas, row, ts, false, put);
+                }
+                Some(_) => ask_engine.entry(row).or_default().push((key, ts, put)),
+            }
+        }
+        for (row, keys) in ask_engine {
+            if keys.len() < ROW_READ_FROM {
+                for (key, ts, put) in keys {
+                    let exists = keyspace
+                        .contains_key(key)
+                        .map_err(|e| backend("notify count", e))?;
+                    count_notify_change(&mut deltas, row, ts, exists, put);
+                }
+            } else {
+                // In key order: the row's keys are one range of the keyspace.
+                let held = keyspace
+                    .prefix(row)
+                    .map(|guard| guard.key())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| backend("notify count", e))?;
+                for (key, ts, put) in keys {
+                    let exists = held.binary_search_by(|k| k.as_ref().cmp(key)).is_ok();
+                    count_notify_change(&mut deltas, row, ts, exists, put);
+                }
             }
         }
         Ok(deltas
@@ -1048,7 +1098,8 @@ impl RowStore for FjallStore {
         // record it asks for, known from memory.
         let mut known: Vec<Known> = Vec::new();
         let snapshot = if request.snapshot_ts.is_some() || reads_locks {
-            self.latches.admit(request.snapshot_ts);
+            self.latches
+                .admit_read(&request.table, &request.row, request.snapshot_ts);
             // A mutation that checked the condition before the admission holds the latch until
             // its batch is visible: the snapshot opened after it includes it. Under the latch
             // the lock mirror and the recent writes are the row's latest state too, the one the
@@ -1091,7 +1142,7 @@ impl RowStore for FjallStore {
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
         if request.snapshot_ts.is_some() {
-            self.latches.admit(request.snapshot_ts);
+            self.latches.admit_scan(&request.table, request.snapshot_ts);
             self.latches.cycle_scan_gates();
         }
         let snapshot = self.db.snapshot();

@@ -30,10 +30,14 @@
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
 //! transactions commit in one row mutation conditional on
-//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` any read or scan was admitted at
-//! is one atomic, raised *before* the reader looks anything up. The argument that no admitted
+//! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` a point read was admitted at is an
+//! atomic per latch stripe, and that of a scan one per table (hashed into
+//! [`SCAN_MARKS`](percolator_core::embedded::SCAN_MARKS) slots), raised *before* the reader
+//! looks anything up; a mutation checks its row's stripe and its table's mark. (One atomic for
+//! the whole store made the document processor's commits fall back to two phases whenever any
+//! other run read anything meanwhile.) The argument that no admitted
 //! reader misses a mutation whose condition held:
-//! - the mutation checks the atomic under its row's write latch and keeps the latch until its
+//! - the mutation checks the marks under its row's write latch and keeps the latch until its
 //!   keys are in the trees; a **point read** admits itself, then takes the row latch: either the
 //!   mutation saw the reader's timestamp and failed, or it held the latch first and the read
 //!   waits for it;
@@ -45,7 +49,7 @@
 //!   has then landed, and every later one sees the admission and fails. The gates are shared
 //!   among writers, and a scan waits only for writes already in flight: no global lock.
 //!
-//! Both sides put a `SeqCst` fence between raising or reading the atomic and the next step; the
+//! Both sides put a `SeqCst` fence between raising or reading a mark and the next step; the
 //! conformance case `one_phase_condition_is_atomic_against_concurrent_readers` races the two
 //! (and fails if the scan does not cycle the gates).
 //!
@@ -489,7 +493,8 @@ impl RowStore for SledStore {
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         tokio::task::consume_budget().await;
-        self.latches.admit(request.snapshot_ts);
+        self.latches
+            .admit_read(&request.table, &request.row, request.snapshot_ts);
         let prefix = key::row_prefix(&request.table, &request.row);
         let _latch = self.latches.read(&request.table, &request.row);
         request
@@ -502,7 +507,7 @@ impl RowStore for SledStore {
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
         if request.snapshot_ts.is_some() {
-            self.latches.admit(request.snapshot_ts);
+            self.latches.admit_scan(&request.table, request.snapshot_ts);
             self.latches.cycle_scan_gates();
         }
         let table_prefix = key::table_prefix(&request.table);

@@ -264,7 +264,8 @@ pub enum Condition {
     },
     /// No read or scan with a `snapshot_ts` at or after `ts` has been admitted by the store
     /// (one-phase commit at `ts`: see `percolator_core::txn` and the store docs). A store may
-    /// track one maximum for all rows. What it must guarantee: if the condition holds when the
+    /// track one maximum for all rows, or finer ones (the embedded stores keep one per latch
+    /// stripe for point reads and one per table for scans). What it must guarantee: if the condition holds when the
     /// mutation applies, every read admitted later with `snapshot_ts >= ts` — a point read or a
     /// scan whose range covers the row, even a row that did not exist — sees the mutation.
     /// Stores that do not track snapshot reads report the condition as failed.

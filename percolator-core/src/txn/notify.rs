@@ -302,24 +302,24 @@ impl<S: RowStore> Client<S> {
             }
             let done = match &version.writer {
                 None => true,
-                Some(primary) => match statuses.get(&(primary, version.ts)) {
-                    Some(&done) => done,
-                    None => {
-                        // A commit of this client's own needs no status read (see
-                        // `recent_commits`).
-                        let status = match self.inner.recent_commits.commit_ts(primary, version.ts)
-                        {
-                            Some(commit_ts) => TxnStatus::Committed { commit_ts },
-                            None => self.inner.check_status(primary, version.ts, true).await?,
-                        };
-                        let done = match status {
-                            TxnStatus::Committed { commit_ts } => commit_ts <= snapshot_ts,
-                            TxnStatus::RolledBack | TxnStatus::NotFound => true,
-                            TxnStatus::Locked { .. } => false,
-                        };
-                        statuses.insert((primary, version.ts), done);
-                        done
-                    }
+                // A commit of this client's own needs no status read (see `recent_commits`).
+                // Nearly every version names a writer of its own, so only what the store
+                // answered is worth remembering.
+                Some(primary) => match self.inner.recent_commits.commit_ts(primary, version.ts) {
+                    Some(commit_ts) => commit_ts <= snapshot_ts,
+                    None => match statuses.get(&(primary, version.ts)) {
+                        Some(&done) => done,
+                        None => {
+                            let done =
+                                match self.inner.check_status(primary, version.ts, true).await? {
+                                    TxnStatus::Committed { commit_ts } => commit_ts <= snapshot_ts,
+                                    TxnStatus::RolledBack | TxnStatus::NotFound => true,
+                                    TxnStatus::Locked { .. } => false,
+                                };
+                            statuses.insert((primary, version.ts), done);
+                            done
+                        }
+                    },
                 },
             };
             if done {
