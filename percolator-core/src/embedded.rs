@@ -14,8 +14,8 @@
 //!   to know whether a reader of *its* rows was admitted at or after its commit timestamp. One
 //!   mark for the whole store (TiKV's `max_ts`) failed a mutation whenever any other
 //!   transaction read anything at a newer snapshot meanwhile: 6% of a 10 000-page index run's
-//!   commits fell back to two phases, mostly the document processor's, the largest (a row per
-//!   link), and those fallbacks were 30% of its store work.
+//!   commits fell back to two phases (about 50 do now), and while it processed documents,
+//!   whose commits write a row per link, two-phase commits were 28% of its store calls' CPU.
 //!   The latches are blocking (`parking_lot`) locks on purpose. Awaited tokio locks were tried
 //!   (2026-11-26): the runtime threads no longer parked on latches, but tokio's fair locks queue
 //!   point reads behind waiting commits and keep a commit waiting longer, so more snapshot reads
