@@ -3,8 +3,9 @@
 //! `notify_rows` modules), and prewrite's write-conflict checks from the newest recent write
 //! of each column (`recent_writes`). This test drives a fjall store and the in-memory reference
 //! store (`MemStore`) with the same random row mutations — puts, deletes and range deletes of
-//! locks, notifications and write records, and clears of a cell's notification backlog, under `Absent`, `Exists` and `Equals` conditions on
-//! the lock family and `Absent` on the write family —
+//! locks, notifications and write records, and clears of a cell's notification backlog, under
+//! `Absent`, `Exists` and `Equals` conditions on the lock family and `Absent` on the write
+//! family —
 //! and asserts after every step that both agree on every outcome, on every notify scan and on
 //! every row read (whose lock-family reads the mirror answers, with every filter). Halfway through, the fjall store is dropped and reopened, so the mirror and the
 //! set are rebuilt from disk and must go on agreeing.

@@ -34,9 +34,9 @@
 //! atomic per latch stripe, and that of a scan one per table (hashed into
 //! [`SCAN_MARKS`](percolator_core::embedded::SCAN_MARKS) slots), raised *before* the reader
 //! looks anything up; a mutation checks its row's stripe and its table's mark. (One atomic for
-//! the whole store made the document processor's commits fall back to two phases whenever any
-//! other run read anything meanwhile.) The argument that no admitted
-//! reader misses a mutation whose condition held:
+//! the whole store made a one-step commit fall back to two phases whenever any other
+//! transaction read anything meanwhile.) The argument that no admitted reader misses a mutation
+//! whose condition held:
 //! - the mutation checks the marks under its row's write latch and keeps the latch until its
 //!   keys are in the trees; a **point read** admits itself, then takes the row latch: either the
 //!   mutation saw the reader's timestamp and failed, or it held the latch first and the read
