@@ -106,6 +106,9 @@ pub struct ScaleReport {
     pub notifications_processed: u64,
     /// Commits in one step (no locks), and one-step attempts that fell back to two phases.
     pub one_phase: [u64; 2],
+    /// Reads of another transaction's status in the run (resolving locks, clearing
+    /// notifications whose writer the runtime's client did not know committed).
+    pub status_reads: u64,
     /// Notifications processed per second in each quarter of the run.
     pub quarters: [f64; 4],
     /// The last quarter's rate over the first's (1.0: flat).
@@ -343,6 +346,7 @@ pub async fn run<S: RowStore>(
     let run_seconds = began.elapsed().as_secs_f64();
     let cpu_after_run = cpu_seconds();
     let processed = runtime.stats().notifications_processed;
+    let txn = runtime.client().metrics();
     samples.push(ScaleSample {
         seconds: run_seconds,
         processed,
@@ -372,7 +376,6 @@ pub async fn run<S: RowStore>(
     let report = check(runtime.client()).await?;
     let check_peak = peak_rss_bytes();
     let backend = runtime.client().store().name().to_owned();
-    let txn = runtime.client().metrics();
     runtime.shutdown().await?;
     let quarters = quarter_rates(&samples, run_seconds);
     let observer_quarters = observer_quarters(&samples, run_seconds);
@@ -388,6 +391,7 @@ pub async fn run<S: RowStore>(
         run_pages_per_sec: config.docs as f64 / run_seconds.max(1e-9),
         notifications_processed: processed,
         one_phase: [txn.one_phase_commits, txn.one_phase_fallbacks],
+        status_reads: txn.status_reads,
         quarters,
         last_over_first: if quarters[0] > 0.0 {
             quarters[3] / quarters[0]
@@ -457,6 +461,7 @@ impl ScaleReport {
                 "one-step commits / fell back",
                 format!("{} / {}", self.one_phase[0], self.one_phase[1]),
             ),
+            ("status reads of writers", self.status_reads.to_string()),
             (
                 "notifications/s per quarter",
                 self.quarters

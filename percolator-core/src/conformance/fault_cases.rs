@@ -709,16 +709,22 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
 /// Clearing a notification needs its writer's status. A transaction this client committed is
 /// known without a read (recorded at its commit point); another client's is read from its
 /// primary: while every read fails, only the own one clears (and not for a snapshot older than
-/// the notification).
+/// the notification). Once a read found the other client's transaction committed, its
+/// notification of a second row clears without one.
 pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
     let ours = observing_client(&store, std::slice::from_ref(&watched)).await;
     let theirs = observing_client(&store, std::slice::from_ref(&watched)).await;
     let before = ours.begin().await.unwrap().start_ts();
-    for (c, row) in [(&ours, "ours"), (&theirs, "theirs")] {
+    for (c, rows) in [
+        (&ours, &["ours"][..]),
+        (&theirs, &["theirs", "theirs-too"][..]),
+    ] {
         let mut t = c.begin().await.unwrap();
-        t.set(TABLE, row, "watched", "x").unwrap();
+        for row in rows {
+            t.set(TABLE, *row, "watched", "x").unwrap();
+        }
         t.commit().await.unwrap();
     }
     let snapshot = ours.begin().await.unwrap().start_ts();
@@ -734,8 +740,14 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
         assert_eq!(found.columns.len(), 1);
         found.columns[0].1.clone()
     };
-    let (own, foreign) = (versions("ours"), versions("theirs"));
-    assert!(own.iter().chain(&foreign).all(|v| v.writer.is_some()));
+    let (own, foreign, foreign_too) =
+        (versions("ours"), versions("theirs"), versions("theirs-too"));
+    assert!(
+        own.iter()
+            .chain(&foreign)
+            .chain(&foreign_too)
+            .all(|v| v.writer.is_some())
+    );
     let addr = |row: &str| CellAddr::new(TABLE, row.to_owned(), "watched");
 
     store.set_random_faults(
@@ -764,11 +776,30 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
     assert!(store.injected().reads_failed > 0);
 
     store.clear_random_faults();
+    let reads_before = ours.metrics().status_reads;
     let cleared = ours
         .clear_notifications(&addr("theirs"), &foreign, snapshot)
         .await
         .unwrap();
     assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    assert!(ours.metrics().status_reads > reads_before);
+
+    // The same writer's notification of another row: its commit is known now.
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 1.0,
+            ..FaultRates::NONE
+        },
+        0,
+    );
+    let reads_before = ours.metrics().status_reads;
+    let cleared = ours
+        .clear_notifications(&addr("theirs-too"), &foreign_too, snapshot)
+        .await
+        .expect("the commit was read before");
+    assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    assert_eq!(ours.metrics().status_reads, reads_before);
+    store.clear_random_faults();
     let left = ours
         .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
         .await

@@ -16,6 +16,7 @@ pub struct TxnMetrics {
     cleaned_up: AtomicU64,
     one_phase: AtomicU64,
     one_phase_fallbacks: AtomicU64,
+    status_reads: AtomicU64,
 }
 
 /// A copy of [`TxnMetrics`] at one moment.
@@ -44,6 +45,9 @@ pub struct TxnMetricsSnapshot {
     /// One-step attempts that found a condition failed and committed in two phases instead
     /// (a reader admitted after the commit timestamp, a lock or a newer write in the way).
     pub one_phase_fallbacks: u64,
+    /// Reads of another transaction's status at its primary: to resolve a lock in the way, or
+    /// to clear a notification whose writer is not known to be committed.
+    pub status_reads: u64,
 }
 
 impl TxnMetrics {
@@ -79,6 +83,10 @@ impl TxnMetrics {
         });
     }
 
+    pub(crate) fn status_read(&self) {
+        Self::bump(&self.status_reads);
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> TxnMetricsSnapshot {
         TxnMetricsSnapshot {
@@ -91,6 +99,7 @@ impl TxnMetrics {
             locks_cleaned_up: self.cleaned_up.load(Ordering::Relaxed),
             one_phase_commits: self.one_phase.load(Ordering::Relaxed),
             one_phase_fallbacks: self.one_phase_fallbacks.load(Ordering::Relaxed),
+            status_reads: self.status_reads.load(Ordering::Relaxed),
         }
     }
 }

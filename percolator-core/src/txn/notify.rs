@@ -302,9 +302,10 @@ impl<S: RowStore> Client<S> {
             }
             let done = match &version.writer {
                 None => true,
-                // A commit of this client's own needs no status read (see `recent_commits`).
-                // Nearly every version names a writer of its own, so only what the store
-                // answered is worth remembering.
+                // A commit known to this client needs no status read (see `recent_commits`):
+                // its own, or one a status read found before. A commit the store reports is
+                // remembered there too, since its writer notified other rows as well; other
+                // answers only for this call (a writer still locked may commit later).
                 Some(primary) => match self.inner.recent_commits.commit_ts(primary, version.ts) {
                     Some(commit_ts) => commit_ts <= snapshot_ts,
                     None => match statuses.get(&(primary, version.ts)) {
@@ -312,7 +313,12 @@ impl<S: RowStore> Client<S> {
                         None => {
                             let done =
                                 match self.inner.check_status(primary, version.ts, true).await? {
-                                    TxnStatus::Committed { commit_ts } => commit_ts <= snapshot_ts,
+                                    TxnStatus::Committed { commit_ts } => {
+                                        self.inner
+                                            .recent_commits
+                                            .record(primary, version.ts, commit_ts);
+                                        commit_ts <= snapshot_ts
+                                    }
                                     TxnStatus::RolledBack | TxnStatus::NotFound => true,
                                     TxnStatus::Locked { .. } => false,
                                 };

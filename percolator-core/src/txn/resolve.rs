@@ -80,6 +80,7 @@ impl<S: RowStore> ClientInner<S> {
         clean: bool,
     ) -> Result<TxnStatus> {
         for _ in 0..STATUS_ATTEMPTS {
+            self.metrics.status_read();
             let read = self
                 .store
                 .read_row(layout::status_read(primary, start_ts))
