@@ -20,7 +20,7 @@
 //! Versions are deleted one by one by timestamp, so a notification that arrives while an observer
 //! runs is never swallowed by it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Bound;
 
 use std::sync::Arc;
@@ -294,7 +294,6 @@ impl<S: RowStore> Client<S> {
     ) -> Result<ClearOutcome> {
         let mut covered = Vec::new();
         let mut kept = 0;
-        let mut statuses: HashMap<(&CellAddr, u64), bool> = HashMap::new();
         for version in versions {
             if version.ts > snapshot_ts {
                 kept += 1;
@@ -304,27 +303,19 @@ impl<S: RowStore> Client<S> {
                 None => true,
                 // A commit known to this client needs no status read (see `recent_commits`):
                 // its own, or one a status read found before. A commit the store reports is
-                // remembered there too, since its writer notified other rows as well; other
-                // answers only for this call (a writer still locked may commit later).
+                // remembered there too, since its writer notified other rows as well. (Within
+                // one call every version has its own writer: one version per writer and cell.)
                 Some(primary) => match self.inner.recent_commits.commit_ts(primary, version.ts) {
                     Some(commit_ts) => commit_ts <= snapshot_ts,
-                    None => match statuses.get(&(primary, version.ts)) {
-                        Some(&done) => done,
-                        None => {
-                            let done =
-                                match self.inner.check_status(primary, version.ts, true).await? {
-                                    TxnStatus::Committed { commit_ts } => {
-                                        self.inner
-                                            .recent_commits
-                                            .record(primary, version.ts, commit_ts);
-                                        commit_ts <= snapshot_ts
-                                    }
-                                    TxnStatus::RolledBack | TxnStatus::NotFound => true,
-                                    TxnStatus::Locked { .. } => false,
-                                };
-                            statuses.insert((primary, version.ts), done);
-                            done
+                    None => match self.inner.check_status(primary, version.ts, true).await? {
+                        TxnStatus::Committed { commit_ts } => {
+                            self.inner
+                                .recent_commits
+                                .record(primary, version.ts, commit_ts);
+                            commit_ts <= snapshot_ts
                         }
+                        TxnStatus::RolledBack | TxnStatus::NotFound => true,
+                        TxnStatus::Locked { .. } => false,
                     },
                 },
             };
