@@ -23,6 +23,13 @@
 //!   keep their values inline. Scans and condition checks that only need keys never load a
 //!   separated value.
 //!
+//! - **Notifications leave no tombstones behind.** A notify key is deleted with a *weak*
+//!   tombstone (RocksDB's `SingleDelete`): when a flush or compaction brings it together with the
+//!   value it deletes, both vanish, where a plain tombstone is carried down to the last level.
+//!   That is safe because a notify key never holds two values: the store writes no put of a
+//!   notify key that exists and refuses one that would change its value (see
+//!   `FjallStore::commit_writes`).
+//!
 //! These options are stored with each keyspace when it is created: they apply to new
 //! databases; an existing one keeps the options it was created with.
 //!
@@ -37,9 +44,8 @@
 //! flight and the backlog of notifications. A third structure, the `recent_writes` module,
 //! answers prewrite's write-conflict check (also a range lookup, in the write family) from the
 //! newest write of each recently written column, in sharded hash maps. Since the engine's lock
-//! keyspace is then read only at open, it gets a small memtable
-//! ([`FjallConfig::lock_memtable_size`], 1 MiB): it only takes puts and deletes, which a
-//! shallow skip list takes cheaper.
+//! keyspace is then read only at open, it gets a small memtable (1 MiB, see [`MemtableSizes`]):
+//! it only takes puts and deletes, which a shallow skip list takes cheaper.
 //!
 //! ## Atomicity
 //! fjall is single-process. Per-row atomicity comes from **in-process row latches** (4096
@@ -188,8 +194,8 @@ const LATCHED_SLICE_ROWS: usize = 512;
 ///
 /// `#[non_exhaustive]` so that options can be added: start from [`FjallConfig::new`] and change
 /// what you need with the `with_*` setters. [`Self::compression`], [`Self::blob_threshold`] and
-/// [`Self::lock_memtable_size`] are fixed when a database is created (fjall stores them with
-/// each keyspace); reopening an existing database keeps the ones it was created with.
+/// [`Self::memtable_sizes`] are fixed when a database is created (fjall stores them with each
+/// keyspace); reopening an existing database keeps the ones it was created with.
 ///
 /// ```
 /// # use percolator_backend_fjall::FjallConfig;
@@ -224,12 +230,9 @@ pub struct FjallConfig {
     /// thread let compaction fall behind (3.4 GB RSS and 6.7× the HTML on disk at 10 000
     /// pages).
     pub worker_threads: Option<usize>,
-    /// Memtable size of the lock family's keyspace, in bytes. Conditions on locks are answered
-    /// from an in-memory mirror of the live locks (see the crate docs) and the keyspace is read
-    /// only at open, so its memtable only has to take writes: each lock is put once and
-    /// deleted once, and a small memtable keeps that skip list shallow (1 MiB against fjall's
-    /// default 64 MiB: a 3 000-page index run 18-25% faster, its peak RSS a third lower).
-    pub lock_memtable_size: u64,
+    /// The memtable size of each family's keyspace (see [`MemtableSizes`] for the defaults and
+    /// why).
+    pub memtable_sizes: MemtableSizes,
     /// The most bytes fjall's journals may hold before it flushes the oldest memtables (at least
     /// 64 MiB is used). Everything journaled and not yet flushed is also in a memtable, so this
     /// bounds the memtables' memory too: fjall's default of 512 MiB let a 50 000-page index run
@@ -240,7 +243,7 @@ pub struct FjallConfig {
 impl FjallConfig {
     /// Defaults for `path`: 64 MiB cache, lz4 compression, blob files for data values of
     /// 4 KiB and more, fjall's default worker threads but at least 3, journals of at most
-    /// 128 MiB.
+    /// 128 MiB, and [`MemtableSizes::default`].
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
@@ -248,7 +251,7 @@ impl FjallConfig {
             compression: true,
             blob_threshold: Some(4 * 1024),
             worker_threads: None,
-            lock_memtable_size: 1024 * 1024,
+            memtable_sizes: MemtableSizes::default(),
             max_journal_size: 128 * 1024 * 1024,
         }
     }
@@ -281,10 +284,11 @@ impl FjallConfig {
         self
     }
 
-    /// Sets [`Self::lock_memtable_size`] (at least 64 KiB is used).
+    /// Sets the memtable size of `family`'s keyspace in [`Self::memtable_sizes`] (at least
+    /// [`MemtableSizes::MIN`] is used).
     #[must_use]
-    pub fn with_lock_memtable_size(mut self, bytes: u64) -> Self {
-        self.lock_memtable_size = bytes;
+    pub fn with_memtable_size(mut self, family: Family, bytes: u64) -> Self {
+        *self.memtable_sizes.of_mut(family) = bytes;
         self
     }
 
@@ -300,6 +304,73 @@ impl FjallConfig {
     pub fn with_worker_threads(mut self, worker_threads: Option<usize>) -> Self {
         self.worker_threads = worker_threads;
         self
+    }
+}
+
+/// The memtable size of each family's keyspace, in bytes ([`FjallConfig::memtable_sizes`]).
+///
+/// A memtable is a skip list: every write searches it, and each entry holds its key, value and
+/// node overhead in memory until the memtable is flushed. So a small memtable costs less per
+/// insert and holds less memory, but flushes more, smaller tables, which compaction then
+/// rewrites. fjall's default is 64 MiB. The defaults here come from indexing runs of 50 000
+/// realistic pages on a 2-core machine (`percolator webindex scale`):
+///
+/// - **lock, 1 MiB.** Conditions on locks are answered from an in-memory mirror of the live
+///   locks (see the crate docs) and the keyspace is read only at open, so its memtable only
+///   takes writes: each lock is put once and deleted once. 1 MiB instead of 64 MiB made a
+///   3 000-page index run 18–25% faster and cut its peak RSS by a third.
+/// - **data, 32 MiB.** The run's peak RSS was 884 MB instead of 962 MB with 64 MiB, and the
+///   load's 243 MB instead of 334 MB, for 4% more CPU in the run (335 s against 323 s) and 9.6
+///   instead of 8.9 GB written.
+/// - **write and notify, 64 MiB.** With 8 MiB the run took 17% more CPU (390.6 s against
+///   335.0 s) and wrote 12.9 GB instead of 9.6 GB, for 100 MB less peak RSS: both keyspaces
+///   take many small entries, and small memtables multiplied the compactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemtableSizes {
+    /// The data family's keyspace.
+    pub data: u64,
+    /// The lock family's keyspace.
+    pub lock: u64,
+    /// The write family's keyspace.
+    pub write: u64,
+    /// The notify family's keyspace.
+    pub notify: u64,
+}
+
+impl MemtableSizes {
+    /// The smallest memtable size used: a smaller setting counts as this.
+    pub const MIN: u64 = 64 * 1024;
+
+    /// The size for `family`'s keyspace.
+    pub fn of(&self, family: Family) -> u64 {
+        match family {
+            Family::Data => self.data,
+            Family::Lock => self.lock,
+            Family::Write => self.write,
+            Family::Notify => self.notify,
+        }
+    }
+
+    fn of_mut(&mut self, family: Family) -> &mut u64 {
+        match family {
+            Family::Data => &mut self.data,
+            Family::Lock => &mut self.lock,
+            Family::Write => &mut self.write,
+            Family::Notify => &mut self.notify,
+        }
+    }
+}
+
+impl Default for MemtableSizes {
+    fn default() -> Self {
+        const MIB: u64 = 1024 * 1024;
+        Self {
+            data: 32 * MIB,
+            lock: MIB,
+            write: 64 * MIB,
+            notify: 64 * MIB,
+        }
     }
 }
 
@@ -389,8 +460,9 @@ fn ts_of(k: &[u8]) -> Result<u64, StoreError> {
 /// looking each up (see `FjallStore::notify_deltas`).
 const ROW_READ_FROM: usize = 4;
 
-/// A notify key a mutation writes, whose existence the engine must answer: (key, version, put).
-type AskedKey<'a> = (&'a [u8], u64, bool);
+/// A notify key a mutation writes, whose existence the engine must answer: (key, version, index
+/// of the write).
+type AskedKey<'a> = (&'a [u8], u64, usize);
 
 /// Counts a notify key's change in its row's delta: +1 for a put of a key the engine lacks,
 /// -1 for a delete of one it holds; the newest version put is kept.
@@ -411,6 +483,11 @@ fn count_notify_change<'a>(
     if delta > 0 {
         entry.1 = entry.1.max(ts);
     }
+}
+
+/// Whether deletes of `family`'s keys are weak tombstones ([`FjallStore::commit_writes`]).
+fn weak_delete(family: Family) -> bool {
+    family == Family::Notify
 }
 
 /// How a write batch changes one row's notify keys ([`FjallStore::notify_deltas`]).
@@ -487,11 +564,11 @@ impl FjallStore {
             .map(|family| {
                 db.keyspace(family.name(), || {
                     let options = KeyspaceCreateOptions::default()
-                        .data_block_compression_policy(CompressionPolicy::all(compression));
+                        .data_block_compression_policy(CompressionPolicy::all(compression))
+                        .max_memtable_size(
+                            config.memtable_sizes.of(*family).max(MemtableSizes::MIN),
+                        );
                     match config.blob_threshold {
-                        _ if *family == Family::Lock => {
-                            options.max_memtable_size(config.lock_memtable_size.max(64 * 1024))
-                        }
                         Some(threshold) if *family == Family::Data => {
                             options.with_kv_separation(Some(
                                 KvSeparationOptions::default()
@@ -591,35 +668,66 @@ impl FjallStore {
     /// backlog: a link target's dozens of notifications), by one read of the row's notify keys.
     /// Those keys were flushed long ago, so each point lookup of a present key searches a table
     /// per level: they were half of a link-forwarding run's store work.
-    fn notify_deltas(&self, writes: &[KeyWrite]) -> Result<Vec<NotifyDelta>, StoreError> {
-        let mut last: HashMap<&[u8], bool> = HashMap::new();
-        for w in writes.iter().filter(|w| w.family == Family::Notify) {
-            last.insert(&w.key, w.value.is_some());
+    ///
+    /// Also returns the indexes of the notify writes that must not reach the engine: all but
+    /// the last write of each key, and a last write that changes nothing (a put of a key that
+    /// exists, a delete of one that does not). What remains puts only absent keys and deletes
+    /// only present ones, which is what makes weak tombstones safe (see [`Self::commit_writes`]).
+    fn notify_deltas<'a>(
+        &self,
+        writes: &'a [KeyWrite],
+    ) -> Result<(Vec<NotifyDelta>, Vec<usize>), StoreError> {
+        let mut last: HashMap<&'a [u8], usize> = HashMap::new();
+        let mut skip = Vec::new();
+        for (index, w) in writes.iter().enumerate() {
+            if w.family == Family::Notify
+                && let Some(earlier) = last.insert(&w.key, index)
+            {
+                skip.push(earlier);
+            }
         }
         let keyspace = self.keyspace(Family::Notify);
-        let mut deltas: HashMap<&[u8], (i64, u64)> = HashMap::new();
+        let mut deltas: HashMap<&'a [u8], (i64, u64)> = HashMap::new();
         // Per row, the keys whose existence only the engine knows.
-        let mut ask_engine: HashMap<&[u8], Vec<AskedKey<'_>>> = HashMap::new();
-        for (key, put) in last {
+        let mut ask_engine: HashMap<&'a [u8], Vec<AskedKey<'a>>> = HashMap::new();
+        // Counts a key's final write, and skips it if it changes nothing.
+        let mut settle = |deltas: &mut HashMap<&'a [u8], (i64, u64)>,
+                          row: &'a [u8],
+                          ts: u64,
+                          exists: bool,
+                          index: usize|
+         -> Result<(), StoreError> {
+            let put = writes[index].value.is_some();
+            if exists && put {
+                self.check_notify_unchanged(&writes[index])?;
+            }
+            if exists == put {
+                skip.push(index);
+            }
+            count_notify_change(deltas, row, ts, exists, put);
+            Ok(())
+        };
+        for (key, index) in last {
+            let put = writes[index].value.is_some();
             let row = row_prefix_of(key)?;
             let ts = ts_of(key)?;
             // The map is exact for a latched row: a row it lacks holds no notify key, and none
             // newer than the row's newest. Only the rest needs the engine.
             match self.notify_rows.newest_ts(row) {
-                None => count_notify_change(&mut deltas, row, ts, false, put),
+                None => settle(&mut deltas, row, ts, false, index)?,
                 Some(newest) if put && ts > newest => {
-                    count_notify_change(&mut deltas, row, ts, false, put);
+                    settle(&mut deltas, row, ts, false, index)?;
                 }
-                Some(_) => ask_engine.entry(row).or_default().push((key, ts, put)),
+                Some(_) => ask_engine.entry(row).or_default().push((key, ts, index)),
             }
         }
         for (row, keys) in ask_engine {
             if keys.len() < ROW_READ_FROM {
-                for (key, ts, put) in keys {
+                for (key, ts, index) in keys {
                     let exists = keyspace
                         .contains_key(key)
                         .map_err(|e| backend("notify count", e))?;
-                    count_notify_change(&mut deltas, row, ts, exists, put);
+                    settle(&mut deltas, row, ts, exists, index)?;
                 }
             } else {
                 // In key order: the row's keys are one range of the keyspace.
@@ -628,13 +736,13 @@ impl FjallStore {
                     .map(|guard| guard.key())
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| backend("notify count", e))?;
-                for (key, ts, put) in keys {
+                for (key, ts, index) in keys {
                     let exists = held.binary_search_by(|k| k.as_ref().cmp(key)).is_ok();
-                    count_notify_change(&mut deltas, row, ts, exists, put);
+                    settle(&mut deltas, row, ts, exists, index)?;
                 }
             }
         }
-        Ok(deltas
+        let deltas = deltas
             .into_iter()
             .filter(|(_, (delta, _))| *delta != 0)
             .map(|(row, (delta, newest))| NotifyDelta {
@@ -642,14 +750,47 @@ impl FjallStore {
                 delta,
                 newest,
             })
-            .collect())
+            .collect();
+        Ok((deltas, skip))
+    }
+
+    /// A put of a notify key that exists must write the value it holds: a notify version is
+    /// written once (its value names its writer, whose start timestamp is its version), and the
+    /// weak tombstones of [`Self::commit_writes`] rely on it. Anything else is refused before
+    /// anything applies.
+    fn check_notify_unchanged(&self, write: &KeyWrite) -> Result<(), StoreError> {
+        let held = self
+            .keyspace(Family::Notify)
+            .get(&write.key)
+            .map_err(|e| backend("notify count", e))?;
+        if held.as_deref() == write.value.as_deref() || held.is_none() {
+            return Ok(());
+        }
+        let cell = key::CellKey::decode(&write.key).map_err(corrupt)?;
+        Err(StoreError::InvalidInput(format!(
+            "notify version {} of row {:?}, column {:?} in table {:?} exists with another value: \
+             notify versions are written once",
+            cell.ts,
+            String::from_utf8_lossy(&cell.row),
+            String::from_utf8_lossy(&cell.column),
+            String::from_utf8_lossy(&cell.table),
+        )))
     }
 
     /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_rows`]
     /// counting each row's notify keys: the new keys count before the writes apply, the deleted
     /// ones stop counting after (see [`notify_rows`]).
-    fn apply(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
-        let notify = self.notify_deltas(&writes)?;
+    fn apply(&self, mut writes: Vec<KeyWrite>) -> Result<(), StoreError> {
+        let (notify, mut skip) = self.notify_deltas(&writes)?;
+        if !skip.is_empty() {
+            skip.sort_unstable();
+            let mut index = 0;
+            writes.retain(|_| {
+                let keep = skip.binary_search(&index).is_err();
+                index += 1;
+                keep
+            });
+        }
         for d in notify.iter().filter(|d| d.delta > 0) {
             self.notify_rows
                 .add(&d.row, d.delta.unsigned_abs(), d.newest);
@@ -875,6 +1016,14 @@ impl FjallStore {
     }
 
     /// Applies planned writes atomically (and crash-atomically) across keyspaces.
+    ///
+    /// Deletes of notify keys are *weak* tombstones (RocksDB's `SingleDelete`): when a
+    /// compaction or flush brings one together with the value it deletes, both vanish, where a
+    /// plain tombstone is carried down every level until the last. Every notification is put
+    /// once and deleted once, after the observers' runs, so without them the deletes of a whole
+    /// backlog travelled through every compaction. A weak tombstone only hides the newest value
+    /// below it, so it is safe only because [`Self::apply`] never puts a notify key that exists
+    /// (and never deletes one that does not): each key holds at most one value between deletes.
     fn commit_writes(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
         match <[KeyWrite; 1]>::try_from(writes) {
             Ok([single]) => {
@@ -883,6 +1032,7 @@ impl FjallStore {
                 let keyspace = self.keyspace(single.family);
                 match single.value {
                     Some(v) => keyspace.insert(single.key, v.as_ref()),
+                    None if weak_delete(single.family) => keyspace.remove_weak(single.key),
                     None => keyspace.remove(single.key),
                 }
                 .map_err(|e| backend("write", e))
@@ -895,6 +1045,7 @@ impl FjallStore {
                     let keyspace = self.keyspace(w.family);
                     match w.value {
                         Some(v) => batch.insert(keyspace, w.key, v.as_ref()),
+                        None if weak_delete(w.family) => batch.remove_weak(keyspace, w.key),
                         None => batch.remove(keyspace, w.key),
                     }
                 }
@@ -1264,6 +1415,162 @@ mod tests {
             read: FamilyRead::all(family),
             row_limit: None,
         }))
+    }
+
+    /// Each family's keyspace is created with its own memtable size: notify keys written past
+    /// a small notify memtable get flushed, while the data keyspace, given a large one, keeps
+    /// the same bytes in memory.
+    #[test]
+    fn each_family_gets_its_configured_memtable_size() {
+        use percolator_core::Mutation;
+        let dir = tempfile::tempdir().unwrap();
+        let config = FjallConfig::new(dir.path())
+            .with_memtable_size(Family::Notify, 0)
+            .with_memtable_size(Family::Data, 64 * 1024 * 1024);
+        assert_eq!(config.memtable_sizes.of(Family::Notify), 0);
+        assert_eq!(
+            config.memtable_sizes.of(Family::Lock),
+            MemtableSizes::default().lock
+        );
+        let store = FjallStore::open_with(config).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // 2 000 rows of 200-byte cells in each family: about 16 memtables of the notify
+        // keyspace's 64 KiB (the minimum), a small part of the data keyspace's 64 MiB.
+        for chunk in 0..20u32 {
+            let batch = (0..100u32)
+                .map(|i| RowMutation {
+                    table: Bytes::from("t"),
+                    row: Bytes::from(format!("row{:05}", chunk * 100 + i)),
+                    conditions: vec![],
+                    mutations: [Family::Notify, Family::Data]
+                        .into_iter()
+                        .map(|family| Mutation::Put {
+                            family,
+                            column: Bytes::from("c"),
+                            ts: 7,
+                            value: Bytes::from(vec![b'v'; 200]),
+                        })
+                        .collect(),
+                })
+                .collect();
+            let outcomes = rt.block_on(store.mutate_rows(batch)).unwrap();
+            assert!(outcomes.iter().all(|o| o.applied()));
+        }
+        let flushed = |family: Family| {
+            let keyspace = store.keyspace(family);
+            keyspace.table_count() + keyspace.sealed_memtable_count()
+        };
+        // Rotation is requested on write and done by fjall's workers: wait for it (bounded).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while flushed(Family::Notify) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            flushed(Family::Notify) > 0,
+            "the notify keyspace never rotated its 64 KiB memtable"
+        );
+        assert_eq!(flushed(Family::Data), 0, "the data memtable is 64 MiB");
+    }
+
+    /// Applies one mutation of row `r` in table `t`.
+    fn mutate(
+        store: &FjallStore,
+        mutations: Vec<percolator_core::Mutation>,
+    ) -> Result<(), StoreError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let outcomes = rt.block_on(store.mutate_rows(vec![RowMutation {
+            table: Bytes::from("t"),
+            row: Bytes::from("r"),
+            conditions: vec![],
+            mutations,
+        }]))?;
+        assert!(outcomes[0].applied());
+        Ok(())
+    }
+
+    fn put_at(family: Family, value: &'static [u8]) -> percolator_core::Mutation {
+        percolator_core::Mutation::Put {
+            family,
+            column: Bytes::from("c"),
+            ts: 5,
+            value: Bytes::from_static(value),
+        }
+    }
+
+    fn delete_at(family: Family) -> percolator_core::Mutation {
+        percolator_core::Mutation::Delete {
+            family,
+            column: Bytes::from("c"),
+            ts: 5,
+        }
+    }
+
+    /// Flushes `family`'s memtable, after raising fjall's garbage-collection watermark past every
+    /// write so far: flushes and compactions drop versions only below it, and fjall raises it
+    /// on every 10 000th closed snapshot.
+    fn flush(store: &FjallStore, family: Family) {
+        for _ in 0..10_000 {
+            drop(store.db.snapshot());
+        }
+        store.keyspace(family).rotate_memtable_and_wait().unwrap();
+    }
+
+    /// A notification deleted before its memtable is flushed leaves nothing on disk (a weak
+    /// tombstone meets its value and both vanish); a data cell's delete leaves a tombstone.
+    #[test]
+    fn a_notification_and_its_delete_vanish_together_at_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FjallStore::open(dir.path()).unwrap();
+        for family in [Family::Notify, Family::Data] {
+            mutate(&store, vec![put_at(family, b"w")]).unwrap();
+            mutate(&store, vec![delete_at(family)]).unwrap();
+            flush(&store, family);
+        }
+        assert_eq!(store.keyspace(Family::Notify).table_count(), 0);
+        assert_eq!(store.keyspace(Family::Data).table_count(), 1);
+        assert!(scan_all(&store, Family::Notify).unwrap().is_empty());
+    }
+
+    /// A weak tombstone hides only the newest value below it, so a notify key must never hold
+    /// two: a put of a key that exists writes nothing (if its value is the same) or is refused.
+    /// Here a second value in the memtable would vanish with the delete at flush and bring the
+    /// flushed first one back.
+    #[test]
+    fn a_notification_put_twice_then_deleted_stays_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FjallStore::open(dir.path()).unwrap();
+        let notify = store.keyspace(Family::Notify);
+        let key = key::CellKey {
+            table: b"t".to_vec(),
+            row: b"r".to_vec(),
+            column: b"c".to_vec(),
+            ts: 5,
+        }
+        .encode();
+        // What the engine holds (a scan of the notify family walks the in-memory counts).
+        let in_engine = || notify.get(&key).unwrap();
+        mutate(&store, vec![put_at(Family::Notify, b"w")]).unwrap();
+        flush(&store, Family::Notify);
+        mutate(&store, vec![put_at(Family::Notify, b"w")]).unwrap();
+        let refused = mutate(&store, vec![put_at(Family::Notify, b"other")]).unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::InvalidInput(m) if m.contains("written once") && m.contains("\"r\"")),
+            "{refused}"
+        );
+        assert_eq!(in_engine().as_deref(), Some(&b"w"[..]));
+        let cells = scan_all(&store, Family::Notify).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(cells[0].cells[0].value, Bytes::from_static(b"w"));
+        mutate(&store, vec![delete_at(Family::Notify)]).unwrap();
+        flush(&store, Family::Notify);
+        assert_eq!(in_engine(), None);
+        assert!(scan_all(&store, Family::Notify).unwrap().is_empty());
+        notify.major_compact().unwrap();
+        assert_eq!(in_engine(), None);
     }
 
     #[test]

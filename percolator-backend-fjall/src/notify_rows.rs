@@ -9,6 +9,10 @@
 //! processed (41% of all CPU in a 3 000-page indexing run, the sweeps slowing as the run went
 //! on).
 //!
+//! (Deletes are now weak tombstones that vanish with their value at the first flush or
+//! compaction that meets both, but a backlog's values are often flushed long before their
+//! deletes, so tombstones still pile up between compactions.)
+//!
 //! So the store keeps the rows with at least one notify cell in memory, ordered like the keys
 //! (Bigtable's *in-memory locality group*, the option the paper's notify column calls for), each
 //! with **how many notify keys it holds**, and a scan of the notify family that is not a snapshot

@@ -33,7 +33,9 @@ pub enum Family {
     Write,
     /// Dirty-column notifications, scanned by observer workers (`c:notify`). (The paper's
     /// `c:ack_O` columns are ordinary transactional cells under a reserved column name, see
-    /// [`crate::tables::ack_column`]: an observer's ack must conflict like any write.)
+    /// [`crate::tables::ack_column`]: an observer's ack must conflict like any write.) A notify
+    /// version is written once, by its writer: a store may refuse a put that would change the
+    /// value of one that exists (fjall does, to delete notifications with weak tombstones).
     Notify,
 }
 
