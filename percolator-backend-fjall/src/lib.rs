@@ -1509,9 +1509,20 @@ mod tests {
         }
     }
 
+    /// Opens a store in `dir` and waits for its opening scan of the write family, which holds
+    /// a fjall snapshot while it runs (and so keeps fjall's garbage-collection watermark below
+    /// it).
+    fn open_settled(dir: &Path) -> FjallStore {
+        let mut store = FjallStore::open(dir).unwrap();
+        if let Some((_, scan)) = store.opening_scan.take() {
+            scan.join().unwrap();
+        }
+        store
+    }
+
     /// Flushes `family`'s memtable, after raising fjall's garbage-collection watermark past every
     /// write so far: flushes and compactions drop versions only below it, and fjall raises it
-    /// on every 10 000th closed snapshot.
+    /// to the oldest open snapshot on every 10 000th closed one.
     fn flush(store: &FjallStore, family: Family) {
         for _ in 0..10_000 {
             drop(store.db.snapshot());
@@ -1524,7 +1535,7 @@ mod tests {
     #[test]
     fn a_notification_and_its_delete_vanish_together_at_flush() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FjallStore::open(dir.path()).unwrap();
+        let store = open_settled(dir.path());
         for family in [Family::Notify, Family::Data] {
             mutate(&store, vec![put_at(family, b"w")]).unwrap();
             mutate(&store, vec![delete_at(family)]).unwrap();
@@ -1542,7 +1553,7 @@ mod tests {
     #[test]
     fn a_notification_put_twice_then_deleted_stays_deleted() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FjallStore::open(dir.path()).unwrap();
+        let store = open_settled(dir.path());
         let notify = store.keyspace(Family::Notify);
         let key = key::CellKey {
             table: b"t".to_vec(),
