@@ -23,15 +23,17 @@
 //!   keep their values inline. Scans and condition checks that only need keys never load a
 //!   separated value.
 //!
-//! - **Notifications leave no tombstones behind.** A notify key is deleted with a *weak*
-//!   tombstone (RocksDB's `SingleDelete`): when a flush or compaction brings it together with the
-//!   value it deletes, both vanish, where a plain tombstone is carried down to the last level.
-//!   That is safe because a notify key never holds two values: the store writes no put of a
-//!   notify key that exists and refuses one that would change its value (see
-//!   `FjallStore::commit_writes`).
-//!
 //! These options are stored with each keyspace when it is created: they apply to new
 //! databases; an existing one keeps the options it was created with.
+//!
+//! **Notifications leave no tombstones behind.** A notify key is deleted with a *weak* tombstone
+//! (RocksDB's `SingleDelete`): when a flush or compaction brings it together with the value it
+//! deletes, both vanish, where a plain tombstone is carried down to the last level. That is safe
+//! because a notify key never holds two values: the store writes no put of a notify key that
+//! exists and refuses one that would change its value (see `FjallStore::commit_writes`). A
+//! database written before this may hold a notify key twice with the same value (its writer's);
+//! a weak delete may then bring the older copy back, which is the same notification again: the
+//! observer runs once more, as notifications allow.
 //!
 //! Two families also live partly in memory (Bigtable's in-memory locality groups), because an
 //! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
@@ -319,9 +321,9 @@ impl FjallConfig {
 ///   locks (see the crate docs) and the keyspace is read only at open, so its memtable only
 ///   takes writes: each lock is put once and deleted once. 1 MiB instead of 64 MiB made a
 ///   3 000-page index run 18–25% faster and cut its peak RSS by a third.
-/// - **data, 32 MiB.** The run's peak RSS was 884 MB instead of 962 MB with 64 MiB, and the
-///   load's 243 MB instead of 334 MB, for 4% more CPU in the run (335 s against 323 s) and 9.6
-///   instead of 8.9 GB written.
+/// - **data, 32 MiB.** The run's peak RSS was 884–907 MB (three runs) instead of 962 MB with
+///   64 MiB, and the load's 243–261 MB instead of 334 MB, for 2–4% more CPU in the run (330–336 s
+///   against 323 s) and 9.6–10.0 instead of 8.9 GB written.
 /// - **write and notify, 64 MiB.** With 8 MiB the run took 17% more CPU (390.6 s against
 ///   335.0 s) and wrote 12.9 GB instead of 9.6 GB, for 100 MB less peak RSS: both keyspaces
 ///   take many small entries, and small memtables multiplied the compactions.
@@ -1436,8 +1438,8 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        // 2 000 rows of 200-byte cells in each family: about 16 memtables of the notify
-        // keyspace's 64 KiB (the minimum), a small part of the data keyspace's 64 MiB.
+        // 2 000 rows of 200-byte cells in each family, about 440 KB: several memtables of the
+        // notify keyspace's 64 KiB (the minimum), a small part of the data keyspace's 64 MiB.
         for chunk in 0..20u32 {
             let batch = (0..100u32)
                 .map(|i| RowMutation {
