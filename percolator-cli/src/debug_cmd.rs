@@ -88,9 +88,12 @@ fn describe(family: Family, value: &Bytes, full: bool) -> String {
             |e| format!("<{e}>"),
             |n| match n.writer {
                 Some(p) => format!(
-                    "notify writer primary={}/{}",
+                    "notify writer primary={}/{}{}",
                     show(&p.table, 20),
-                    show(&p.row, 40)
+                    show(&p.row, 40),
+                    n.committed_at
+                        .map(|ts| format!(" committed_at={ts}"))
+                        .unwrap_or_default()
                 ),
                 None => "notify (direct)".into(),
             },

@@ -258,6 +258,13 @@ pub struct NotifyRecord {
     /// notify cell's version), or `None` for a notification written outside a transaction or by
     /// a transaction without writes.
     pub writer: Option<CellAddr>,
+    /// The writer's commit timestamp, when the notification went into the store in the same
+    /// atomic mutation as the writer's commit (a one-phase commit, [`crate::txn`]): the version
+    /// then exists only because its writer committed, at this timestamp, and a reader needs no
+    /// status read to know it. `None` for a notification written at prewrite (two-phase
+    /// commit), whose writer may still be pending, and for one without a writer (it is stored
+    /// only with a writer).
+    pub committed_at: Option<u64>,
 }
 
 impl NotifyRecord {
@@ -268,10 +275,13 @@ impl NotifyRecord {
         match &self.writer {
             None => out.put_u8(0),
             Some(p) => {
-                out.put_u8(1);
+                out.put_u8(if self.committed_at.is_some() { 2 } else { 1 });
                 for part in [&p.table, &p.row, &p.column] {
                     out.put_u32_le(u32::try_from(part.len()).unwrap_or(u32::MAX));
                     out.put_slice(part);
+                }
+                if let Some(commit_ts) = self.committed_at {
+                    out.put_u64_le(commit_ts);
                 }
             }
         }
@@ -285,18 +295,22 @@ impl NotifyRecord {
         if format != NOTIFY_FORMAT {
             return Err(Error::Corrupt(format!("unknown notify format {format}")));
         }
-        let writer = match r.u8()? {
-            0 => None,
-            1 => {
+        let (writer, committed_at) = match r.u8()? {
+            0 => (None, None),
+            tag @ (1 | 2) => {
                 let table = r.slice()?;
                 let row = r.slice()?;
                 let column = r.slice()?;
-                Some(CellAddr { table, row, column })
+                let committed_at = if tag == 2 { Some(r.u64()?) } else { None };
+                (Some(CellAddr { table, row, column }), committed_at)
             }
             other => return Err(Error::Corrupt(format!("unknown notify writer tag {other}"))),
         };
         r.finish("notify record")?;
-        Ok(Self { writer })
+        Ok(Self {
+            writer,
+            committed_at,
+        })
     }
 }
 
@@ -475,13 +489,28 @@ mod tests {
 
     #[test]
     fn notify_round_trip() {
-        for writer in [
-            None,
-            Some(CellAddr::new(&b"t"[..], &b""[..], &b"\x00c"[..])),
+        let writer = CellAddr::new(&b"t"[..], &b""[..], &b"\x00c"[..]);
+        for (writer, committed_at) in [
+            (None, None),
+            (Some(writer.clone()), None),
+            (Some(writer), Some(u64::MAX - 3)),
         ] {
-            let n = NotifyRecord { writer };
+            let n = NotifyRecord {
+                writer,
+                committed_at,
+            };
             assert_eq!(NotifyRecord::decode(&n.encode()).unwrap(), n);
         }
+        // A committed writer's record cut before its commit timestamp is corrupt.
+        let committed = NotifyRecord {
+            writer: Some(CellAddr::new(&b"t"[..], &b"r"[..], &b"c"[..])),
+            committed_at: Some(7),
+        }
+        .encode();
+        assert!(matches!(
+            NotifyRecord::decode(&committed.slice(..committed.len() - 1)),
+            Err(Error::Corrupt(_))
+        ));
         assert!(matches!(
             NotifyRecord::decode(&Bytes::from_static(&[1, 7])),
             Err(Error::Corrupt(_))

@@ -706,16 +706,31 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
     ));
 }
 
-/// Clearing a notification needs its writer's status. A transaction this client committed is
-/// known without a read (recorded at its commit point); another client's is read from its
-/// primary: while every read fails, only the own one clears (and not for a snapshot older than
-/// the notification). Once a read found the other client's transaction committed, its
-/// notification of a second row clears without one.
+/// A client that commits in two phases: its notifications are written at prewrite, before its
+/// commit, and name no commit timestamp.
+async fn two_phase_observing_client<S: RowStore>(
+    store: &Arc<S>,
+    columns: &[crate::txn::ObservedColumn],
+) -> Client<S> {
+    Client::builder(Arc::clone(store))
+        .local_oracle()
+        .config(fast_config().with_one_phase_commit(false))
+        .observe_all(columns)
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Clearing a notification written at prewrite needs its writer's status. A transaction this
+/// client committed is known without a read (recorded at its commit point); another client's is
+/// read from its primary: while every read fails, only the own one clears (and not for a
+/// snapshot older than the notification). Once a read found the other client's transaction
+/// committed, its notification of a second row clears without one.
 pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
-    let ours = observing_client(&store, std::slice::from_ref(&watched)).await;
-    let theirs = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let ours = two_phase_observing_client(&store, std::slice::from_ref(&watched)).await;
+    let theirs = two_phase_observing_client(&store, std::slice::from_ref(&watched)).await;
     let before = ours.begin().await.unwrap().start_ts();
     for (c, rows) in [
         (&ours, &["ours"][..]),
@@ -746,7 +761,7 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
         own.iter()
             .chain(&foreign)
             .chain(&foreign_too)
-            .all(|v| v.writer.is_some())
+            .all(|v| v.writer.is_some() && v.committed_at.is_none())
     );
     let addr = |row: &str| CellAddr::new(TABLE, row.to_owned(), "watched");
 
@@ -801,6 +816,69 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
     assert_eq!(ours.metrics().status_reads, reads_before);
     store.clear_random_faults();
     let left = ours
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A notification written with its writer's commit (a one-phase commit) names the commit
+/// timestamp, so clearing it needs no status read, even by another client and while every read
+/// fails: it is kept for a snapshot older than the commit and cleared for one that covers it.
+/// On a store where a transaction cannot commit in one step, the notification is written at
+/// prewrite and names none.
+pub async fn one_step_notifications_name_their_commit<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");
+    let writer = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let runner = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let mut t = writer.begin().await.unwrap();
+    // One row: every store that tracks snapshot reads commits it in one step.
+    t.set(TABLE, "target", "v", "x").unwrap();
+    t.notify(TABLE, "target", "queue").unwrap();
+    let commit_ts = t
+        .commit()
+        .await
+        .unwrap()
+        .commit_ts
+        .expect("a write commits");
+    let one_step = store.limits().tracks_snapshot_reads;
+    let pending = runner
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let versions = pending[0].columns[0].1.clone();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    assert_eq!(
+        versions[0].committed_at,
+        one_step.then_some(commit_ts),
+        "{versions:?}"
+    );
+    if !one_step {
+        return;
+    }
+    let addr = CellAddr::new(TABLE, "target", "queue");
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 1.0,
+            ..FaultRates::NONE
+        },
+        0,
+    );
+    let kept = runner
+        .clear_notifications(&addr, &versions, commit_ts - 1)
+        .await
+        .expect("no read needed");
+    assert_eq!((kept.deleted, kept.kept), (0, 1));
+    let cleared = runner
+        .clear_notifications(&addr, &versions, commit_ts)
+        .await
+        .expect("no read needed");
+    assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    assert_eq!(runner.metrics().status_reads, 0);
+    store.clear_random_faults();
+    let left = runner
         .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
         .await
         .unwrap();

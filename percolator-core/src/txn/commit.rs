@@ -117,8 +117,15 @@ impl<S: RowStore> Client<S> {
         }
         let Some(primary_row) = rows.first() else {
             // Nothing written: the notifications need no writer to wait for.
-            self.write_notifications(&notify_only, start_ts, &NotifyRecord { writer: None })
-                .await?;
+            self.write_notifications(
+                &notify_only,
+                start_ts,
+                &NotifyRecord {
+                    writer: None,
+                    committed_at: None,
+                },
+            )
+            .await?;
             return Ok(CommitInfo {
                 start_ts,
                 commit_ts: None,
@@ -163,18 +170,26 @@ impl<S: RowStore> Client<S> {
         };
         let notify_record = NotifyRecord {
             writer: Some(primary.clone()),
+            committed_at: None,
         };
         // Encoded only if some cell is notified (most transactions notify nothing).
-        let notify_value = if notify_only.is_empty() && rows.iter().all(|r| r.notify.is_empty()) {
-            Bytes::new()
-        } else {
+        let notifies = !notify_only.is_empty() || rows.iter().any(|r| !r.notify.is_empty());
+        let notify_value = if notifies {
             notify_record.encode()
+        } else {
+            Bytes::new()
         };
 
         faults.at(CommitStep::BeforePrewrite, start_ts).await?;
         if self.one_phase_eligible(row_count, notify_only.len(), &faults)
             && let Some(commit_ts) = self
-                .try_one_phase(&rows, &notify_only, start_ts, &notify_value, &faults)
+                .try_one_phase(
+                    &rows,
+                    &notify_only,
+                    start_ts,
+                    notifies.then_some(&primary),
+                    &faults,
+                )
                 .await?
         {
             return self

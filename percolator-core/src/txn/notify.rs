@@ -5,8 +5,9 @@
 //! **Writing.** A notify cell is a version in the notify family of the changed cell. A commit
 //! writes one at its start_ts for every strongly observed column it writes and for every weak
 //! notification it asked for, *during prewrite* (see `commit`); its value names the writer's
-//! primary. [`Client::notify_weak`] writes one outside any transaction, at a fresh timestamp,
-//! naming no writer.
+//! primary. A one-phase commit (see `one_phase`) writes them with its commit instead, and its
+//! value names the commit timestamp too ([`NotifyRecord::committed_at`]). [`Client::notify_weak`]
+//! writes one outside any transaction, at a fresh timestamp, naming no writer.
 //!
 //! **Consuming.** An observer run takes a snapshot at `T` after the scanner saw the notify
 //! versions. A version may be deleted only when the run's snapshot includes what it announces:
@@ -87,6 +88,9 @@ pub struct NotifyVersion {
     pub ts: u64,
     /// The writer's primary, if written by a transaction with writes.
     pub writer: Option<CellAddr>,
+    /// The writer's commit timestamp, if the version went in with the commit (a one-phase
+    /// commit; see [`NotifyRecord::committed_at`]).
+    pub committed_at: Option<u64>,
 }
 
 /// The pending notifications of one row, column by column.
@@ -233,7 +237,11 @@ impl<S: RowStore> Client<S> {
         crate::store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
         let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
         let ts = self.inner.timestamp().await?;
-        let value = NotifyRecord { writer: None }.encode();
+        let value = NotifyRecord {
+            writer: None,
+            committed_at: None,
+        }
+        .encode();
         self.inner
             .store
             .mutate_rows(layout::notify_rows(std::slice::from_ref(&addr), ts, &value))
@@ -266,9 +274,11 @@ impl<S: RowStore> Client<S> {
         for row in rows {
             let mut columns: Vec<(Bytes, Vec<NotifyVersion>)> = Vec::new();
             for cell in row.cells {
+                let record = NotifyRecord::decode(&cell.value)?;
                 let version = NotifyVersion {
                     ts: cell.ts,
-                    writer: NotifyRecord::decode(&cell.value)?.writer,
+                    writer: record.writer,
+                    committed_at: record.committed_at,
                 };
                 match columns.last_mut() {
                     Some((column, versions)) if *column == cell.column => versions.push(version),
@@ -301,11 +311,15 @@ impl<S: RowStore> Client<S> {
             }
             let done = match &version.writer {
                 None => true,
-                // A commit known to this client needs no status read (see `recent_commits`):
-                // its own, or one a status read found before. A commit the store reports is
+                // A version written with its commit names the commit timestamp. A commit
+                // known to this client needs no status read either (see `recent_commits`): its
+                // own, or one a status read found before. A commit the store reports is
                 // remembered there too, since its writer notified other rows as well. (Within
                 // one call every version has its own writer: one version per writer and cell.)
-                Some(primary) => match self.inner.recent_commits.commit_ts(primary, version.ts) {
+                Some(primary) => match version
+                    .committed_at
+                    .or_else(|| self.inner.recent_commits.commit_ts(primary, version.ts))
+                {
                     Some(commit_ts) => commit_ts <= snapshot_ts,
                     None => match self.inner.check_status(primary, version.ts, true).await? {
                         TxnStatus::Committed { commit_ts } => {
