@@ -885,6 +885,84 @@ pub async fn one_step_notifications_name_their_commit<F: StoreFactory>(factory: 
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// Writes `value` to `TABLE`/`target`/`v` and notifies `TABLE`/`target`/`queue` in one
+/// transaction; returns its commit timestamp.
+async fn commit_and_notify<S: RowStore>(c: &Client<S>, value: &str) -> u64 {
+    let mut t = c.begin().await.unwrap();
+    t.set(TABLE, "target", "v", value.to_owned()).unwrap();
+    t.notify(TABLE, "target", "queue").unwrap();
+    t.commit()
+        .await
+        .unwrap()
+        .commit_ts
+        .expect("a write commits")
+}
+
+/// The pending versions of `TABLE`/`target`/`queue`.
+async fn queue_versions<S: RowStore>(c: &Client<S>) -> Vec<crate::txn::NotifyVersion> {
+    let rows = c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    rows.into_iter()
+        .flat_map(|r| r.columns)
+        .filter(|(column, _)| column.as_ref() == b"queue")
+        .flat_map(|(_, versions)| versions)
+        .collect()
+}
+
+/// Changes notified to a cell while a run consumes it are never lost with what the run clears.
+/// After the run's scan, one commit lands before its snapshot `T` and one after. Clearing what
+/// the scan listed deletes that alone. The change committed after `T` then stays pending through
+/// a clear at `T`, and one at a snapshot that covers it leaves nothing. Whatever a store keeps of
+/// a cell's notifications (it may fold several into one), a change a run did not see survives.
+pub async fn notifications_committed_during_a_run_stay_pending<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");
+    let writer = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let runner = observing_client(&store, std::slice::from_ref(&watched)).await;
+    let addr = CellAddr::new(TABLE, "target", "queue");
+    let first = commit_and_notify(&writer, "first").await;
+    let listed = queue_versions(&runner).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let before_snapshot = commit_and_notify(&writer, "before the snapshot").await;
+    let snapshot = runner.begin().await.unwrap().start_ts();
+    let after_snapshot = commit_and_notify(&writer, "after the snapshot").await;
+    assert!(first < before_snapshot && before_snapshot < snapshot && snapshot < after_snapshot);
+
+    let cleared = runner
+        .clear_notifications(&addr, &listed, snapshot)
+        .await
+        .unwrap();
+    assert_eq!((cleared.deleted, cleared.kept), (1, 0));
+    let left = queue_versions(&runner).await;
+    assert!(
+        !left.is_empty(),
+        "the later commits' notifications were lost"
+    );
+    let cleared = runner
+        .clear_notifications(&addr, &left, snapshot)
+        .await
+        .unwrap();
+    assert!(
+        cleared.kept >= 1,
+        "{cleared:?}: the change after {snapshot} was cleared"
+    );
+    let left = queue_versions(&runner).await;
+    assert!(
+        !left.is_empty(),
+        "the change committed at {after_snapshot} was lost"
+    );
+
+    let covering = runner.begin().await.unwrap().start_ts();
+    runner
+        .clear_notifications(&addr, &left, covering)
+        .await
+        .unwrap();
+    let left = queue_versions(&runner).await;
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// A backlog of notify versions on one cell larger than a row mutation may hold (etcd's
 /// `--max-txn-ops`) is cleared in several mutations: none of them over the limit, and nothing
 /// left (a single mutation failed every time, so a busy cell's backlog only grew).

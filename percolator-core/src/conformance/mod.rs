@@ -223,6 +223,7 @@ macro_rules! conformance_tests {
             fault_settle_undetermined_commits => fault_cases::settle_undetermined_commits,
             fault_clearing_own_notifications_needs_no_status_read => fault_cases::clearing_own_notifications_needs_no_status_read,
             fault_one_step_notifications_name_their_commit => fault_cases::one_step_notifications_name_their_commit,
+            fault_notifications_committed_during_a_run_stay_pending => fault_cases::notifications_committed_during_a_run_stay_pending,
             fault_clearing_a_backlog_larger_than_a_row_mutation => fault_cases::clearing_a_backlog_larger_than_a_row_mutation,
             oracle_strictly_increasing_concurrently => oracle_cases::strictly_increasing_concurrently,
             oracle_monotonic_across_restarts => oracle_cases::monotonic_across_restarts,
