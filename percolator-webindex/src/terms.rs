@@ -212,6 +212,7 @@ impl<'a> PageTermsView<'a> {
     /// gives its meaning, and a view of that re-encoded reads the same.
     pub fn parse(bytes: &'a [u8]) -> Option<Self> {
         let (length, lines) = header_and_lines(std::str::from_utf8(bytes).ok()?);
+        // A line is some 12 bytes: a term and two small counts.
         let mut terms: Vec<(&'a str, TermCounts)> = Vec::with_capacity(bytes.len() / 12);
         for (term, counts) in lines.filter_map(term_line) {
             if terms.last().is_some_and(|(previous, _)| *previous >= term) {

@@ -822,6 +822,32 @@ pub async fn clearing_own_notifications_needs_no_status_read<F: StoreFactory>(fa
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// Writes `value` to `TABLE`/`target`/`v` and notifies `TABLE`/`target`/`queue` in one
+/// transaction; returns its commit timestamp.
+async fn commit_and_notify<S: RowStore>(c: &Client<S>, value: &str) -> u64 {
+    let mut t = c.begin().await.unwrap();
+    t.set(TABLE, "target", "v", value.to_owned()).unwrap();
+    t.notify(TABLE, "target", "queue").unwrap();
+    t.commit()
+        .await
+        .unwrap()
+        .commit_ts
+        .expect("a write commits")
+}
+
+/// The pending versions of `TABLE`/`target`/`queue`.
+async fn queue_versions<S: RowStore>(c: &Client<S>) -> Vec<crate::txn::NotifyVersion> {
+    let rows = c
+        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
+        .await
+        .unwrap();
+    rows.into_iter()
+        .flat_map(|r| r.columns)
+        .filter(|(column, _)| column.as_ref() == b"queue")
+        .flat_map(|(_, versions)| versions)
+        .collect()
+}
+
 /// A notification written with its writer's commit (a one-phase commit) names the commit
 /// timestamp, so clearing it needs no status read, even by another client and while every read
 /// fails: it is kept for a snapshot older than the commit and cleared for one that covers it.
@@ -832,23 +858,10 @@ pub async fn one_step_notifications_name_their_commit<F: StoreFactory>(factory: 
     let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");
     let writer = observing_client(&store, std::slice::from_ref(&watched)).await;
     let runner = observing_client(&store, std::slice::from_ref(&watched)).await;
-    let mut t = writer.begin().await.unwrap();
     // One row: every store that tracks snapshot reads commits it in one step.
-    t.set(TABLE, "target", "v", "x").unwrap();
-    t.notify(TABLE, "target", "queue").unwrap();
-    let commit_ts = t
-        .commit()
-        .await
-        .unwrap()
-        .commit_ts
-        .expect("a write commits");
+    let commit_ts = commit_and_notify(&writer, "x").await;
     let one_step = store.limits().tracks_snapshot_reads;
-    let pending = runner
-        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
-        .await
-        .unwrap();
-    assert_eq!(pending.len(), 1, "{pending:?}");
-    let versions = pending[0].columns[0].1.clone();
+    let versions = queue_versions(&runner).await;
     assert_eq!(versions.len(), 1, "{versions:?}");
     assert_eq!(
         versions[0].committed_at,
@@ -878,37 +891,8 @@ pub async fn one_step_notifications_name_their_commit<F: StoreFactory>(factory: 
     assert_eq!((cleared.deleted, cleared.kept), (1, 0));
     assert_eq!(runner.metrics().status_reads, 0);
     store.clear_random_faults();
-    let left = runner
-        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
-        .await
-        .unwrap();
+    let left = queue_versions(&runner).await;
     assert!(left.is_empty(), "{left:?}");
-}
-
-/// Writes `value` to `TABLE`/`target`/`v` and notifies `TABLE`/`target`/`queue` in one
-/// transaction; returns its commit timestamp.
-async fn commit_and_notify<S: RowStore>(c: &Client<S>, value: &str) -> u64 {
-    let mut t = c.begin().await.unwrap();
-    t.set(TABLE, "target", "v", value.to_owned()).unwrap();
-    t.notify(TABLE, "target", "queue").unwrap();
-    t.commit()
-        .await
-        .unwrap()
-        .commit_ts
-        .expect("a write commits")
-}
-
-/// The pending versions of `TABLE`/`target`/`queue`.
-async fn queue_versions<S: RowStore>(c: &Client<S>) -> Vec<crate::txn::NotifyVersion> {
-    let rows = c
-        .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
-        .await
-        .unwrap();
-    rows.into_iter()
-        .flat_map(|r| r.columns)
-        .filter(|(column, _)| column.as_ref() == b"queue")
-        .flat_map(|(_, versions)| versions)
-        .collect()
 }
 
 /// Changes notified to a cell while a run consumes it are never lost with what the run clears.
