@@ -172,13 +172,7 @@ impl<S: RowStore> Client<S> {
             writer: Some(primary.clone()),
             committed_at: None,
         };
-        // Encoded only if some cell is notified (most transactions notify nothing).
         let notifies = !notify_only.is_empty() || rows.iter().any(|r| !r.notify.is_empty());
-        let notify_value = if notifies {
-            notify_record.encode()
-        } else {
-            Bytes::new()
-        };
 
         faults.at(CommitStep::BeforePrewrite, start_ts).await?;
         if self.one_phase_eligible(row_count, notify_only.len(), &faults)
@@ -196,6 +190,13 @@ impl<S: RowStore> Client<S> {
                 .after_commit_point(&primary, start_ts, commit_ts, &[], &faults, cells)
                 .await;
         }
+        // Encoded only for two phases (a one-phase commit names its commit timestamp too), and
+        // only if some cell is notified (most transactions notify nothing).
+        let notify_value = if notifies {
+            notify_record.encode()
+        } else {
+            Bytes::new()
+        };
         if let Err(e) = self
             .prewrite_rows(&rows[..1], start_ts, &lock, &notify_value)
             .await
