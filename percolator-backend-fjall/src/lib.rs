@@ -39,8 +39,12 @@
 //! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
 //! locks and notifications are each written once and deleted once:
 //! - the `lock_mirror` module: the live lock keys, which answer the lock family's conditions;
-//! - the `notify_rows` module: the rows that hold notifications, each with how many, which the
-//!   observers' scans walk.
+//! - the `notify_cells` module: the cells that hold notifications, each with how many, whose
+//!   rows the observers' scans walk, and each busy cell's **absorbed** notification: one that
+//!   names its commit timestamp (a one-phase commit's) and arrives while the cell already holds
+//!   a notify key is kept there in memory instead of written as a key of its own, so a cell that
+//!   many writers notify between two observer runs holds one or two notifications, not one per
+//!   writer ([`FjallConfig::coalesce_notifications`]).
 //!
 //! Both are rebuilt from the engine on open and hold only what is live: the transactions in
 //! flight and the backlog of notifications. A third structure, the `recent_writes` module,
@@ -141,15 +145,17 @@
 //!
 //! [`Condition::NoSnapshotReadSince`]: percolator_core::Condition::NoSnapshotReadSince
 
+#[cfg(test)]
+mod coalescing_tests;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod kill9;
 mod lock_mirror;
-mod notify_rows;
+mod notify_cells;
 mod recent_writes;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -164,6 +170,7 @@ use percolator_core::embedded::{
     version_bounds,
 };
 use percolator_core::key::{self, KeyError};
+use percolator_core::records::NotifyRecord;
 use percolator_core::store::{validate_atomic_batch, validate_batch};
 use percolator_core::{
     AtomicOutcome, Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells,
@@ -173,7 +180,7 @@ use percolator_core::{
 pub use percolator_core::embedded::SCAN_GATES;
 
 use crate::lock_mirror::LockMirror;
-use crate::notify_rows::NotifyRows;
+use crate::notify_cells::{Absorbed, NotifyCells};
 use crate::recent_writes::RecentWrites;
 
 /// The limits of [`FjallStore`] (the sled backend's: both fit in fjall's 64 KiB keys and 4 GiB
@@ -240,12 +247,16 @@ pub struct FjallConfig {
     /// bounds the memtables' memory too: fjall's default of 512 MiB let a 50 000-page index run
     /// keep most of that resident.
     pub max_journal_size: u64,
+    /// Coalesce notifications that name their commit timestamp (a one-phase commit's) into a
+    /// cell that already holds a notify key: the cell keeps the newest in memory instead of a key
+    /// per writer (see the crate docs). On by default. Off, every notification is a key.
+    pub coalesce_notifications: bool,
 }
 
 impl FjallConfig {
     /// Defaults for `path`: 64 MiB cache, lz4 compression, blob files for data values of
     /// 4 KiB and more, fjall's default worker threads but at least 3, journals of at most
-    /// 128 MiB, and [`MemtableSizes::default`].
+    /// 128 MiB, [`MemtableSizes::default`], and notifications coalesced.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
@@ -255,6 +266,7 @@ impl FjallConfig {
             worker_threads: None,
             memtable_sizes: MemtableSizes::default(),
             max_journal_size: 128 * 1024 * 1024,
+            coalesce_notifications: true,
         }
     }
 
@@ -298,6 +310,13 @@ impl FjallConfig {
     #[must_use]
     pub fn with_max_journal_size(mut self, bytes: u64) -> Self {
         self.max_journal_size = bytes;
+        self
+    }
+
+    /// Sets [`Self::coalesce_notifications`].
+    #[must_use]
+    pub fn with_coalesce_notifications(mut self, coalesce: bool) -> Self {
+        self.coalesce_notifications = coalesce;
         self
     }
 
@@ -385,8 +404,11 @@ pub struct FjallStore {
     group_sync: GroupSync,
     /// Row latches, snapshot admission and scan gates (see the crate docs).
     latches: RowLatches,
-    /// The rows that hold notify cells, with how many each ([`notify_rows`]).
-    notify_rows: NotifyRows,
+    /// The cells that hold notify keys, with how many each, and their absorbed notifications
+    /// ([`notify_cells`]).
+    notify_cells: NotifyCells,
+    /// [`FjallConfig::coalesce_notifications`].
+    coalesce: bool,
     /// The live keys of the lock family, for condition checks ([`lock_mirror`]).
     locks: LockMirror,
     /// The newest write-family version of recently written columns ([`recent_writes`]).
@@ -457,34 +479,56 @@ fn ts_of(k: &[u8]) -> Result<u64, StoreError> {
     key::decode_ts(&k[at..], at).map_err(corrupt)
 }
 
-/// How many notify keys of one row, whose existence the in-memory counts cannot answer, a
-/// mutation must write before the store reads the row's notify keys in one range instead of
-/// looking each up (see `FjallStore::notify_deltas`).
-const ROW_READ_FROM: usize = 4;
+/// How many notify keys of one cell, whose existence the in-memory counts cannot answer, a
+/// mutation must write before the store reads the cell's notify keys in one range instead of
+/// looking each up (see `FjallStore::notify_plan`).
+const CELL_READ_FROM: usize = 4;
 
-/// A notify key a mutation writes, whose existence the engine must answer: (key, version, index
-/// of the write).
-type AskedKey<'a> = (&'a [u8], u64, usize);
-
-/// Counts a notify key's change in its row's delta: +1 for a put of a key the engine lacks,
-/// -1 for a delete of one it holds; the newest version put is kept.
-fn count_notify_change<'a>(
-    deltas: &mut HashMap<&'a [u8], (i64, u64)>,
-    row: &'a [u8],
+/// The final write of one notify key in a batch ([`FjallStore::notify_plan`]).
+#[derive(Clone, Copy)]
+struct FinalWrite<'a> {
+    key: &'a [u8],
+    /// The key without its version.
+    cell: &'a [u8],
+    /// The length of the cell's row prefix.
+    row_len: usize,
     ts: u64,
-    exists: bool,
+    /// The index of the write in the batch.
+    index: usize,
     put: bool,
-) {
-    let delta = match (exists, put) {
-        (false, true) => 1,
-        (true, false) => -1,
-        _ => return,
-    };
-    let entry = deltas.entry(row).or_default();
-    entry.0 += delta;
-    if delta > 0 {
-        entry.1 = entry.1.max(ts);
-    }
+}
+
+/// How a write batch changes one cell's notify keys ([`FjallStore::notify_plan`]).
+struct NotifyDelta {
+    /// The cell (a notify key without its version).
+    cell: Vec<u8>,
+    /// The length of its row prefix.
+    row_len: usize,
+    /// Keys added less keys deleted.
+    delta: i64,
+    /// The newest version among the keys added (0 if none).
+    newest: u64,
+}
+
+/// Per cell while planning: (row prefix length, keys added less keys deleted, newest added).
+type CellChanges<'a> = HashMap<&'a [u8], (usize, i64, u64)>;
+
+/// What a write batch does to the notify family besides its writes ([`FjallStore::notify_plan`]).
+#[derive(Default)]
+struct NotifyPlan {
+    /// How the cells' counts change.
+    deltas: Vec<NotifyDelta>,
+    /// The indexes of notify writes that must not reach the engine.
+    skip: Vec<usize>,
+    /// Puts absorbed by their cells instead of written (see [`notify_cells`]), taken in once the
+    /// batch applies.
+    absorb: Vec<(Vec<u8>, Absorbed)>,
+    /// Cells whose absorbed version the batch deletes or writes as a key: forgotten once it
+    /// applies.
+    forget: Vec<Vec<u8>>,
+    /// Absorbed versions written as keys, because the batch deletes their cells' last stored
+    /// key.
+    put_back: Vec<KeyWrite>,
 }
 
 /// Whether deletes of `family`'s keys are weak tombstones ([`FjallStore::commit_writes`]).
@@ -492,21 +536,32 @@ fn weak_delete(family: Family) -> bool {
     family == Family::Notify
 }
 
-/// How a write batch changes one row's notify keys ([`FjallStore::notify_deltas`]).
-struct NotifyDelta {
-    /// The row's prefix.
-    row: Vec<u8>,
-    /// Keys added less keys deleted.
-    delta: i64,
-    /// The newest version among the keys added (0 if none).
-    newest: u64,
-}
-
 /// The `enc(table) ++ enc(row)` prefix of a cell key.
 fn row_prefix_of(k: &[u8]) -> Result<&[u8], StoreError> {
     let (_, table_len) = key::decode_bytes(k, 0).map_err(corrupt)?;
     let (_, row_len) = key::decode_bytes(&k[table_len..], table_len).map_err(corrupt)?;
     Ok(&k[..table_len + row_len])
+}
+
+/// The cell of cell key `k` (`enc(table) ++ enc(row) ++ enc(column)`, the key without its
+/// version) and the length of its row prefix.
+fn cell_of(k: &[u8]) -> Result<(&[u8], usize), StoreError> {
+    let row_len = row_prefix_of(k)?.len();
+    let rest = k.get(row_len..).unwrap_or_default();
+    let (_, column_len) = key::decode_bytes(rest, row_len).map_err(corrupt)?;
+    Ok((&k[..row_len + column_len], row_len))
+}
+
+/// The version `write` would put, as an absorbed notification, if its value names its commit
+/// timestamp (see [`notify_cells`]).
+fn absorbable(write: &KeyWrite, ts: u64) -> Option<Absorbed> {
+    let value = write.value.as_ref()?;
+    let record = NotifyRecord::decode(value).ok()?;
+    Some(Absorbed {
+        ts,
+        committed_at: record.committed_at?,
+        value: value.clone(),
+    })
 }
 
 /// What [`FjallStore::read_row`] knows of one read from memory, under the row's latch.
@@ -589,7 +644,8 @@ impl FjallStore {
             keyspaces,
             group_sync: GroupSync::default(),
             latches: RowLatches::new(),
-            notify_rows: NotifyRows::default(),
+            notify_cells: NotifyCells::default(),
+            coalesce: config.coalesce_notifications,
             locks: LockMirror::default(),
             recent: std::sync::Arc::default(),
             opening_scan: None,
@@ -597,7 +653,7 @@ impl FjallStore {
             id: format!("fjall:{}", canonical.display()),
         };
         let mut store = store;
-        store.load_notify_rows()?;
+        store.load_notify_cells()?;
         store.load_locks()?;
         store.opening_scan = store.scan_write_family();
         Ok(store)
@@ -651,109 +707,184 @@ impl FjallStore {
         Ok(())
     }
 
-    /// Fills [`Self::notify_rows`] from the notify keyspace: every live notify key is counted in
-    /// its row.
-    fn load_notify_rows(&self) -> Result<(), StoreError> {
+    /// Fills [`Self::notify_cells`] from the notify keyspace: every live notify key is counted in
+    /// its cell.
+    fn load_notify_cells(&self) -> Result<(), StoreError> {
         for guard in self.db.snapshot().iter(self.keyspace(Family::Notify)) {
             let k = guard.key().map_err(|e| backend("open", e))?;
-            self.notify_rows.add(row_prefix_of(&k)?, 1, ts_of(&k)?);
+            let (cell, row_len) = cell_of(&k)?;
+            self.notify_cells.add(cell, row_len, 1, ts_of(&k)?);
         }
         Ok(())
     }
 
-    /// How the notify keys of each row change if `writes` apply: per row, the keys that the
-    /// final writes put and the engine's latest state lacks, less those they delete and it holds
-    /// (the caller holds the rows' latches, so the answers stay true until the writes apply).
+    /// What `writes` do to the notify family if they apply (the caller holds the rows'
+    /// latches, so the answers stay true until they do):
     ///
-    /// [`Self::notify_rows`] answers most puts. The engine answers the rest: by point lookups,
-    /// or, for a row with at least [`ROW_READ_FROM`] such keys (an observer clearing a cell's
-    /// backlog: a link target's dozens of notifications), by one read of the row's notify keys.
-    /// Those keys were flushed long ago, so each point lookup of a present key searches a table
-    /// per level: they were half of a link-forwarding run's store work.
-    ///
-    /// Also returns the indexes of the notify writes that must not reach the engine: all but
-    /// the last write of each key, and a last write that changes nothing (a put of a key that
-    /// exists, a delete of one that does not). What remains puts only absent keys and deletes
-    /// only present ones, which is what makes weak tombstones safe (see [`Self::commit_writes`]).
-    fn notify_deltas<'a>(
-        &self,
-        writes: &'a [KeyWrite],
-    ) -> Result<(Vec<NotifyDelta>, Vec<usize>), StoreError> {
+    /// - **Counts.** Per cell, the keys that the final writes put and the engine's latest state
+    ///   lacks, less those they delete and it holds. [`Self::notify_cells`] answers most puts.
+    ///   The engine answers the rest: by point lookups, or, for a cell with at least
+    ///   [`CELL_READ_FROM`] such keys (an observer clearing a busy cell's backlog), by one read
+    ///   of the cell's notify keys. Those keys were flushed long ago, so each point lookup of a
+    ///   present key searches a table per level: they were half of a link-forwarding run's
+    ///   store work.
+    /// - **Skips.** The notify writes that must not reach the engine: all but the last write of
+    ///   each key, and a last write that changes nothing (a put of a key that exists, a delete of
+    ///   one that does not). What remains puts only absent keys and deletes only present ones,
+    ///   which is what makes weak tombstones safe (see [`Self::commit_writes`]).
+    /// - **Coalescing** (see [`notify_cells`]). A new key whose value names its commit
+    ///   timestamp, in a cell that holds a key and that the batch deletes nothing from, is
+    ///   absorbed instead of written. A delete of a cell's absorbed version forgets it. A cell
+    ///   whose last stored keys the batch deletes while its absorbed version stays gets that
+    ///   version written as a key in the same batch (the key was never written, so it holds one
+    ///   value, as weak tombstones need).
+    fn notify_plan<'a>(&self, writes: &'a [KeyWrite]) -> Result<NotifyPlan, StoreError> {
+        let mut plan = NotifyPlan::default();
         let mut last: HashMap<&'a [u8], usize> = HashMap::new();
-        let mut skip = Vec::new();
         for (index, w) in writes.iter().enumerate() {
             if w.family == Family::Notify
                 && let Some(earlier) = last.insert(&w.key, index)
             {
-                skip.push(earlier);
+                plan.skip.push(earlier);
             }
+        }
+        if last.is_empty() {
+            return Ok(plan);
+        }
+        let mut finals = Vec::with_capacity(last.len());
+        // The cells the batch deletes from: nothing is absorbed into them, so that the put-back
+        // below sees every absorbed version that stays.
+        let mut deleting: HashSet<&'a [u8]> = HashSet::new();
+        for (key, index) in last {
+            let (cell, row_len) = cell_of(key)?;
+            let put = writes[index].value.is_some();
+            if !put {
+                deleting.insert(cell);
+            }
+            finals.push(FinalWrite {
+                key,
+                cell,
+                row_len,
+                ts: ts_of(key)?,
+                index,
+                put,
+            });
         }
         let keyspace = self.keyspace(Family::Notify);
-        let mut deltas: HashMap<&'a [u8], (i64, u64)> = HashMap::new();
-        // Per row, the keys whose existence only the engine knows.
-        let mut ask_engine: HashMap<&'a [u8], Vec<AskedKey<'a>>> = HashMap::new();
-        // Counts a key's final write, and skips it if it changes nothing.
-        let mut settle = |deltas: &mut HashMap<&'a [u8], (i64, u64)>,
-                          row: &'a [u8],
-                          ts: u64,
-                          exists: bool,
-                          index: usize|
-         -> Result<(), StoreError> {
-            let put = writes[index].value.is_some();
-            if exists && put {
-                self.check_notify_unchanged(&writes[index])?;
-            }
-            if exists == put {
-                skip.push(index);
-            }
-            count_notify_change(deltas, row, ts, exists, put);
-            Ok(())
-        };
-        for (key, index) in last {
-            let put = writes[index].value.is_some();
-            let row = row_prefix_of(key)?;
-            let ts = ts_of(key)?;
-            // The map is exact for a latched row: a row it lacks holds no notify key, and none
-            // newer than the row's newest. Only the rest needs the engine.
-            match self.notify_rows.newest_ts(row) {
-                None => settle(&mut deltas, row, ts, false, index)?,
-                Some(newest) if put && ts > newest => {
-                    settle(&mut deltas, row, ts, false, index)?;
+        let mut changes: CellChanges<'a> = HashMap::new();
+        // Per cell, the keys whose existence only the engine knows.
+        let mut ask_engine: HashMap<&'a [u8], Vec<FinalWrite<'a>>> = HashMap::new();
+        for write in finals {
+            // The map is exact for a latched row: a cell it lacks holds no notify key, and none
+            // newer than the cell's bound. Only the rest needs the engine.
+            match self.notify_cells.newest_ts(write.cell) {
+                None => self.settle(&mut plan, &mut changes, &deleting, writes, write, false)?,
+                Some(newest) if write.put && write.ts > newest => {
+                    self.settle(&mut plan, &mut changes, &deleting, writes, write, false)?;
                 }
-                Some(_) => ask_engine.entry(row).or_default().push((key, ts, index)),
+                Some(_) => ask_engine.entry(write.cell).or_default().push(write),
             }
         }
-        for (row, keys) in ask_engine {
-            if keys.len() < ROW_READ_FROM {
-                for (key, ts, index) in keys {
+        for (cell, asked) in ask_engine {
+            if asked.len() < CELL_READ_FROM {
+                for write in asked {
                     let exists = keyspace
-                        .contains_key(key)
+                        .contains_key(write.key)
                         .map_err(|e| backend("notify count", e))?;
-                    settle(&mut deltas, row, ts, exists, index)?;
+                    self.settle(&mut plan, &mut changes, &deleting, writes, write, exists)?;
                 }
             } else {
-                // In key order: the row's keys are one range of the keyspace.
+                // In key order: the cell's keys are one range of the keyspace.
                 let held = keyspace
-                    .prefix(row)
+                    .prefix(cell)
                     .map(|guard| guard.key())
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| backend("notify count", e))?;
-                for (key, ts, index) in keys {
-                    let exists = held.binary_search_by(|k| k.as_ref().cmp(key)).is_ok();
-                    settle(&mut deltas, row, ts, exists, index)?;
+                for write in asked {
+                    let exists = held.binary_search_by(|k| k.as_ref().cmp(write.key)).is_ok();
+                    self.settle(&mut plan, &mut changes, &deleting, writes, write, exists)?;
                 }
             }
         }
-        let deltas = deltas
+        for (cell, (_, delta, newest)) in &mut changes {
+            if *delta >= 0
+                || i64::try_from(self.notify_cells.count(cell)).unwrap_or(i64::MAX) + *delta > 0
+                || plan.forget.iter().any(|forgotten| forgotten == cell)
+            {
+                continue;
+            }
+            let Some(absorbed) = self.notify_cells.absorbed(cell) else {
+                continue;
+            };
+            let mut key = cell.to_vec();
+            key::encode_ts(&mut key, absorbed.ts);
+            plan.put_back.push(KeyWrite {
+                family: Family::Notify,
+                key,
+                value: Some(absorbed.value),
+            });
+            *delta += 1;
+            *newest = (*newest).max(absorbed.ts);
+            plan.forget.push(cell.to_vec());
+        }
+        plan.deltas = changes
             .into_iter()
-            .filter(|(_, (delta, _))| *delta != 0)
-            .map(|(row, (delta, newest))| NotifyDelta {
-                row: row.to_vec(),
+            .filter(|(_, (_, delta, _))| *delta != 0)
+            .map(|(cell, (row_len, delta, newest))| NotifyDelta {
+                cell: cell.to_vec(),
+                row_len,
                 delta,
                 newest,
             })
             .collect();
-        Ok((deltas, skip))
+        Ok(plan)
+    }
+
+    /// Plans the final write of one notify key, which the engine holds or not (`exists`); see
+    /// [`Self::notify_plan`].
+    fn settle<'a>(
+        &self,
+        plan: &mut NotifyPlan,
+        changes: &mut CellChanges<'a>,
+        deleting: &HashSet<&'a [u8]>,
+        writes: &[KeyWrite],
+        write: FinalWrite<'a>,
+        exists: bool,
+    ) -> Result<(), StoreError> {
+        if write.put && exists {
+            self.check_notify_unchanged(&writes[write.index])?;
+        }
+        if !write.put
+            && self
+                .notify_cells
+                .absorbed(write.cell)
+                .is_some_and(|absorbed| absorbed.ts == write.ts)
+        {
+            plan.forget.push(write.cell.to_vec());
+        }
+        if write.put
+            && !exists
+            && self.coalesce
+            && !deleting.contains(write.cell)
+            && self.notify_cells.newest_ts(write.cell).is_some()
+            && let Some(absorbed) = absorbable(&writes[write.index], write.ts)
+        {
+            plan.skip.push(write.index);
+            plan.absorb.push((write.cell.to_vec(), absorbed));
+            return Ok(());
+        }
+        if exists == write.put {
+            plan.skip.push(write.index);
+            return Ok(());
+        }
+        let entry = changes.entry(write.cell).or_insert((write.row_len, 0, 0));
+        if write.put {
+            entry.1 += 1;
+            entry.2 = entry.2.max(write.ts);
+        } else {
+            entry.1 -= 1;
+        }
+        Ok(())
     }
 
     /// A put of a notify key that exists must write the value it holds: a notify version is
@@ -779,11 +910,18 @@ impl FjallStore {
         )))
     }
 
-    /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_rows`]
-    /// counting each row's notify keys: the new keys count before the writes apply, the deleted
-    /// ones stop counting after (see [`notify_rows`]).
+    /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_cells`]
+    /// counting each cell's notify keys (the new keys count before the writes apply, the deleted
+    /// ones stop counting after) and holding the absorbed notifications (taken in and forgotten
+    /// after the writes apply; see [`notify_cells`]).
     fn apply(&self, mut writes: Vec<KeyWrite>) -> Result<(), StoreError> {
-        let (notify, mut skip) = self.notify_deltas(&writes)?;
+        let NotifyPlan {
+            deltas,
+            mut skip,
+            absorb,
+            forget,
+            put_back,
+        } = self.notify_plan(&writes)?;
         if !skip.is_empty() {
             skip.sort_unstable();
             let mut index = 0;
@@ -793,9 +931,10 @@ impl FjallStore {
                 keep
             });
         }
-        for d in notify.iter().filter(|d| d.delta > 0) {
-            self.notify_rows
-                .add(&d.row, d.delta.unsigned_abs(), d.newest);
+        writes.extend(put_back);
+        for d in deltas.iter().filter(|d| d.delta > 0) {
+            self.notify_cells
+                .add(&d.cell, d.row_len, d.delta.unsigned_abs(), d.newest);
         }
         let lock_writes = LockMirror::writes_of(&writes);
         let write_family: Vec<KeyWrite> = writes
@@ -805,8 +944,8 @@ impl FjallStore {
             .collect();
         if let Err(e) = self.commit_writes(writes) {
             // Nothing applied: the new keys do not count.
-            for d in notify.iter().filter(|d| d.delta > 0) {
-                self.notify_rows.subtract(&d.row, d.delta.unsigned_abs());
+            for d in deltas.iter().filter(|d| d.delta > 0) {
+                self.notify_cells.subtract(&d.cell, d.delta.unsigned_abs());
             }
             return Err(e);
         }
@@ -818,8 +957,14 @@ impl FjallStore {
                 .name("fjall-forget".into())
                 .spawn(move || recent.forget_oldest());
         }
-        for d in notify.iter().filter(|d| d.delta < 0) {
-            self.notify_rows.subtract(&d.row, d.delta.unsigned_abs());
+        for (cell, version) in absorb {
+            self.notify_cells.absorb(&cell, version);
+        }
+        for cell in &forget {
+            self.notify_cells.forget_absorbed(cell);
+        }
+        for d in deltas.iter().filter(|d| d.delta < 0) {
+            self.notify_cells.subtract(&d.cell, d.delta.unsigned_abs());
         }
         Ok(())
     }
@@ -887,7 +1032,82 @@ impl FjallStore {
     }
 
     /// Cells of one family of one row, as `snapshot` sees them.
+    ///
+    /// The notify family's include the row's absorbed notifications ([`notify_cells`]).
     fn read_family(
+        &self,
+        snapshot: &Snapshot,
+        row_prefix: &[u8],
+        table: &[u8],
+        row: &[u8],
+        read: &FamilyRead,
+    ) -> Result<Vec<Cell>, StoreError> {
+        let mut cells = self.read_stored(snapshot, row_prefix, table, row, read)?;
+        if read.family == Family::Notify {
+            self.merge_absorbed(row_prefix, read, &mut cells)?;
+        }
+        Ok(cells)
+    }
+
+    /// Adds to `cells`, the notify cells `read` found stored in the row `row_prefix` (by column,
+    /// newest first), the row's absorbed notifications that `read` asks for, in their places
+    /// (within `read.max_versions` per column).
+    fn merge_absorbed(
+        &self,
+        row_prefix: &[u8],
+        read: &FamilyRead,
+        cells: &mut Vec<Cell>,
+    ) -> Result<(), StoreError> {
+        if read.ts.is_empty() {
+            return Ok(());
+        }
+        let mut added = false;
+        for (cell, version) in self
+            .notify_cells
+            .absorbed_in(row_prefix, &prefix_end(row_prefix))
+        {
+            let Some(rest) = cell.strip_prefix(row_prefix) else {
+                continue;
+            };
+            if !read.ts.contains(version.ts) {
+                continue;
+            }
+            let (column, _) = key::decode_bytes(rest, row_prefix.len()).map_err(corrupt)?;
+            let wanted = match &read.columns {
+                Columns::All => true,
+                Columns::Only(list) => list.iter().any(|c| c.as_ref() == column.as_slice()),
+            };
+            let stored = cells
+                .iter()
+                .any(|c| c.ts == version.ts && c.column.as_ref() == column.as_slice());
+            if wanted && !stored {
+                cells.push(Cell {
+                    column: Bytes::from(column),
+                    ts: version.ts,
+                    value: version.value,
+                });
+                added = true;
+            }
+        }
+        if added {
+            cells.sort_by(|a, b| a.column.cmp(&b.column).then(b.ts.cmp(&a.ts)));
+            if let Some(limit) = read.max_versions {
+                let mut taken: Option<(Bytes, usize)> = None;
+                cells.retain(|c| {
+                    let n = match &mut taken {
+                        Some((column, n)) if *column == c.column => n,
+                        _ => &mut taken.insert((c.column.clone(), 0)).1,
+                    };
+                    *n += 1;
+                    *n <= limit
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Cells of one family of one row stored in the engine, as `snapshot` sees them.
+    fn read_stored(
         &self,
         snapshot: &Snapshot,
         row_prefix: &[u8],
@@ -987,9 +1207,10 @@ impl FjallStore {
         Ok(out)
     }
 
-    /// A scan of the notify family that is not a snapshot read: the rows of [`Self::notify_rows`]
-    /// in `[cursor, scan_end)`, each read from `snapshot` (rows that got their first
-    /// notification after it read as empty and are left out, as rows emptied meanwhile are).
+    /// A scan of the notify family that is not a snapshot read: the rows of the cells of
+    /// [`Self::notify_cells`] in `[cursor, scan_end)`, each read from `snapshot` with its
+    /// absorbed notifications (rows that got their first notification after it read as empty
+    /// and are left out, as rows emptied meanwhile are).
     fn scan_notify_rows(
         &self,
         snapshot: &Snapshot,
@@ -999,7 +1220,7 @@ impl FjallStore {
         request: &Scan,
     ) -> Result<Vec<RowCells>, StoreError> {
         let mut out = Vec::new();
-        for row_prefix in self.notify_rows.range(cursor, scan_end) {
+        for row_prefix in self.notify_cells.rows(cursor, scan_end) {
             if request.row_limit.is_some_and(|limit| out.len() >= limit) {
                 break;
             }
@@ -1169,6 +1390,26 @@ struct View<'a> {
     snapshot: &'a Snapshot,
 }
 
+impl View<'_> {
+    /// The keys and values of the absorbed notifications (see [`notify_cells`]) in `lo..=hi`,
+    /// in key order. They are part of the notify family as reads see it, so conditions and
+    /// range deletes see them too.
+    fn absorbed_in(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Bytes)> {
+        // A cell sorts before its keys, and (the encoding being prefix-free) a cell before the
+        // cell of `lo` has only keys before `lo`.
+        let from = cell_of(lo).map_or(&[][..], |(cell, _)| cell);
+        self.store
+            .notify_cells
+            .absorbed_in(from, hi)
+            .into_iter()
+            .filter_map(|(mut key, version)| {
+                key::encode_ts(&mut key, version.ts);
+                (lo <= key.as_slice() && key.as_slice() <= hi).then_some((key, version.value))
+            })
+            .collect()
+    }
+}
+
 impl KeyLookup for View<'_> {
     fn absent_in_memory(&self, family: Family, column_prefix: &[u8], ts: TsRange) -> Option<bool> {
         (family == Family::Write)
@@ -1179,6 +1420,9 @@ impl KeyLookup for View<'_> {
     fn any_in(&self, family: Family, lo: &[u8], hi: &[u8]) -> Result<bool, StoreError> {
         if family == Family::Lock {
             return Ok(self.store.locks.any_in(lo, hi));
+        }
+        if family == Family::Notify && !self.absorbed_in(lo, hi).is_empty() {
+            return Ok(true);
         }
         let keyspace = self.store.keyspace(family);
         Ok(first_key(
@@ -1199,6 +1443,11 @@ impl KeyLookup for View<'_> {
         if family == Family::Lock {
             return Ok(self.store.locks.holds_value(key, value));
         }
+        if family == Family::Notify
+            && let Some((_, held)) = self.absorbed_in(key, key).into_iter().next()
+        {
+            return Ok(value.is_none_or(|value| held.as_ref() == value));
+        }
         let keyspace = self.store.keyspace(family);
         match value {
             None => self.snapshot.contains_key(keyspace, key),
@@ -1215,7 +1464,8 @@ impl KeyLookup for View<'_> {
             return Ok(self.store.locks.keys_in(lo, hi));
         }
         let keyspace = self.store.keyspace(family);
-        self.snapshot
+        let mut keys = self
+            .snapshot
             .range(keyspace, lo.to_vec()..=hi.to_vec())
             .map(|guard| {
                 guard
@@ -1223,7 +1473,16 @@ impl KeyLookup for View<'_> {
                     .map(|k| k.to_vec())
                     .map_err(|e| backend("delete range", e))
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if family == Family::Notify {
+            let absorbed = self.absorbed_in(lo, hi);
+            if !absorbed.is_empty() {
+                keys.extend(absorbed.into_iter().map(|(key, _)| key));
+                keys.sort();
+                keys.dedup();
+            }
+        }
+        Ok(keys)
     }
 }
 
@@ -1587,7 +1846,7 @@ mod tests {
     }
 
     #[test]
-    fn the_notified_rows_follow_the_final_writes() {
+    fn the_notified_cells_follow_the_final_writes() {
         use percolator_core::Mutation;
         let dir = tempfile::tempdir().unwrap();
         let store = FjallStore::open(dir.path()).unwrap();
@@ -1628,40 +1887,40 @@ mod tests {
             column: Bytes::from("c"),
             ts,
         };
-        let row = key::row_prefix(b"t", b"r");
+        let cell = key::column_prefix(b"t", b"r", b"c");
         apply(vec![put(), delete()]);
-        assert_eq!(store.notify_rows.len(), 0);
+        assert_eq!(store.notify_cells.len(), 0);
         apply(vec![put()]);
         apply(vec![put()]);
-        assert_eq!(store.notify_rows.len(), 1);
+        assert_eq!(store.notify_cells.len(), 1);
         assert_eq!(
-            store.notify_rows.count(&row),
+            store.notify_cells.count(&cell),
             1,
             "a put over a live key adds none"
         );
         apply(vec![delete()]);
-        assert_eq!(store.notify_rows.len(), 0);
-        // Counted per key: the row stays while one is left.
+        assert_eq!(store.notify_cells.len(), 0);
+        // Counted per key: the cell stays while one is left.
         apply(vec![put_at(2), put_at(3), put_at(4)]);
-        assert_eq!(store.notify_rows.count(&row), 3);
+        assert_eq!(store.notify_cells.count(&cell), 3);
         apply(vec![delete_at(2), delete_at(9)]);
         assert_eq!(
-            store.notify_rows.count(&row),
+            store.notify_cells.count(&cell),
             2,
             "deleting an absent key removes none"
         );
         apply(vec![delete_at(3), put_at(5)]);
-        assert_eq!(store.notify_rows.count(&row), 2);
-        // Older than the row's newest key: new or not, the engine tells.
+        assert_eq!(store.notify_cells.count(&cell), 2);
+        // Older than the cell's newest key: new or not, the engine tells.
         apply(vec![put_at(1)]);
         apply(vec![put_at(4)]);
-        assert_eq!(store.notify_rows.count(&row), 3, "1 is new, 4 is live");
+        assert_eq!(store.notify_cells.count(&cell), 3, "1 is new, 4 is live");
         apply(vec![delete_at(1)]);
-        assert_eq!(store.notify_rows.count(&row), 2);
+        assert_eq!(store.notify_cells.count(&cell), 2);
         // Reopening counts what the engine holds.
         drop(store);
         let store = FjallStore::open(dir.path()).unwrap();
-        assert_eq!(store.notify_rows.count(&row), 2);
+        assert_eq!(store.notify_cells.count(&cell), 2);
         let cells = scan_all(&store, Family::Notify).unwrap();
         assert_eq!(cells.iter().map(|r| r.cells.len()).sum::<usize>(), 2);
     }

@@ -1,6 +1,6 @@
 //! The fjall store answers lock-family conditions from an in-memory mirror and scans the
 //! notify family through an in-memory set of dirty rows (see the crate's `lock_mirror` and
-//! `notify_rows` modules), and prewrite's write-conflict checks from the newest recent write
+//! `notify_cells` modules), and prewrite's write-conflict checks from the newest recent write
 //! of each column (`recent_writes`). This test drives a fjall store and the in-memory reference
 //! store (`MemStore`) with the same random row mutations — puts, deletes and range deletes of
 //! locks, notifications and write records, and clears of a cell's notification backlog, under

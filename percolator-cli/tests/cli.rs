@@ -327,6 +327,31 @@ fn rerun_after_sigkill_leaves_no_locks() {
     );
 }
 
+/// On the default backend (fjall), a busy cell's one-phase notifications coalesce: the store
+/// keeps them in memory on the notify key that carries them, so a SIGKILL loses them. The key
+/// stays, and every run after the restart covers their commits. Runs killed at three points
+/// (one-phase commits, coalescing on), then a run to the end: nothing pending, every invariant
+/// holds, and no strong observer ran twice for a change.
+#[test]
+fn sigkill_loses_no_coalesced_notification() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(&db, &["webindex", "load", "--synthetic", "1000"]);
+    assert!(ok, "{out}");
+    for attempt in 0..3u64 {
+        let mut child = run_forever(&db, std::process::Stdio::null);
+        std::thread::sleep(std::time::Duration::from_millis(700 + 400 * attempt));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("invariants: all hold"), "{out}");
+    assert!(out.contains(", 0 doubled"), "{out}");
+}
+
 /// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks, data,
 /// unobserved notifications and orphaned acks deleted.
 fn gc_total(out: &str) -> Vec<u64> {

@@ -36,6 +36,13 @@ pub enum Family {
     /// [`crate::tables::ack_column`]: an observer's ack must conflict like any write.) A notify
     /// version is written once, by its writer: a store may refuse a put that would change the
     /// value of one that exists (fjall does, to delete notifications with weak tombstones).
+    ///
+    /// A store may also **coalesce** a cell's versions whose values name their writer's commit
+    /// timestamp ([`crate::records::NotifyRecord::committed_at`]): while the cell holds another
+    /// version, it may keep of those only the one with the highest commit timestamp (fjall keeps
+    /// it in memory). A run whose snapshot covers that commit covers the others, and the cell
+    /// never looks clean while one of them is pending; the conformance case
+    /// `notifications_committed_during_a_run_stay_pending` pins this down.
     Notify,
 }
 

@@ -178,7 +178,10 @@ pub async fn strong_changes_once_with_crashes_two_workers<F: StoreFactory>(facto
     b.shutdown().await.unwrap();
 }
 
-/// Many writes before the observer runs collapse into few runs, and the runtime counts it.
+/// Many writes before the observer runs collapse into few runs, and the runtime counts it. A
+/// store may coalesce notifications of one cell itself (fjall keeps those of one-phase commits
+/// to a cell that already holds one in memory): then fewer versions are pending, and the runtime
+/// collapses what is left.
 pub async fn message_collapsing<F: StoreFactory>(factory: &F) {
     const WRITES: u64 = 40;
     let store = factory.open().await;
@@ -186,7 +189,11 @@ pub async fn message_collapsing<F: StoreFactory>(factory: &F) {
     for _ in 0..WRITES {
         increment(&w, "hot").await;
     }
-    assert_eq!(w.pending_notifications(OBS).await.unwrap(), WRITES as usize);
+    let pending = w.pending_notifications(OBS).await.unwrap() as u64;
+    assert!(
+        (1..=WRITES).contains(&pending),
+        "{pending} pending for {WRITES} writes"
+    );
     let runtime = start(&store, counting()).await;
     idle(&runtime).await;
     let stats = runtime.shutdown().await.unwrap();
@@ -200,13 +207,15 @@ pub async fn message_collapsing<F: StoreFactory>(factory: &F) {
         counter(&reader, LOG, b"hot", &format!("seen/{WRITES}")).await,
         1
     );
-    assert_eq!(stats.notifications_cleared, WRITES);
+    assert_eq!(stats.notifications_cleared, pending);
     assert!(
-        stats.collapsed >= WRITES - runs,
+        stats.collapsed >= pending.saturating_sub(runs),
         "collapsed {}",
         stats.collapsed
     );
-    assert!(stats.collapse_ratio() > 1.0);
+    if pending > runs {
+        assert!(stats.collapse_ratio() > 1.0);
+    }
 }
 
 /// Weak observer counting its runs and remembering its latest snapshot.
