@@ -496,6 +496,9 @@ struct FinalWrite<'a> {
     /// The index of the write in the batch.
     index: usize,
     put: bool,
+    /// Whether the cell holds a notify key before the batch (it is in
+    /// [`FjallStore::notify_cells`]).
+    cell_holds_keys: bool,
 }
 
 /// How a write batch changes one cell's notify keys ([`FjallStore::notify_plan`]).
@@ -768,16 +771,19 @@ impl FjallStore {
                 ts: ts_of(key)?,
                 index,
                 put,
+                cell_holds_keys: false,
             });
         }
         let keyspace = self.keyspace(Family::Notify);
         let mut changes: CellChanges<'a> = HashMap::new();
         // Per cell, the keys whose existence only the engine knows.
         let mut ask_engine: HashMap<&'a [u8], Vec<FinalWrite<'a>>> = HashMap::new();
-        for write in finals {
+        for mut write in finals {
             // The map is exact for a latched row: a cell it lacks holds no notify key, and none
             // newer than the cell's bound. Only the rest needs the engine.
-            match self.notify_cells.newest_ts(write.cell) {
+            let newest = self.notify_cells.newest_ts(write.cell);
+            write.cell_holds_keys = newest.is_some();
+            match newest {
                 None => self.settle(&mut plan, &mut changes, &deleting, writes, write, false)?,
                 Some(newest) if write.put && write.ts > newest => {
                     self.settle(&mut plan, &mut changes, &deleting, writes, write, false)?;
@@ -865,8 +871,8 @@ impl FjallStore {
         if write.put
             && !exists
             && self.coalesce
+            && write.cell_holds_keys
             && !deleting.contains(write.cell)
-            && self.notify_cells.newest_ts(write.cell).is_some()
             && let Some(absorbed) = absorbable(&writes[write.index], write.ts)
         {
             plan.skip.push(write.index);
@@ -1062,16 +1068,11 @@ impl FjallStore {
             return Ok(());
         }
         let mut added = false;
-        for (cell, version) in self
-            .notify_cells
-            .absorbed_in(row_prefix, &prefix_end(row_prefix))
-        {
-            let Some(rest) = cell.strip_prefix(row_prefix) else {
-                continue;
-            };
+        for (cell, version) in self.notify_cells.absorbed_in_row(row_prefix) {
             if !read.ts.contains(version.ts) {
                 continue;
             }
+            let rest = cell.get(row_prefix.len()..).unwrap_or_default();
             let (column, _) = key::decode_bytes(rest, row_prefix.len()).map_err(corrupt)?;
             let wanted = match &read.columns {
                 Columns::All => true,

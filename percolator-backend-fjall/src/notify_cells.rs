@@ -218,6 +218,22 @@ impl NotifyCells {
             .collect()
     }
 
+    /// The absorbed versions of the cells of the row `row_prefix`, with their cells, in key
+    /// order.
+    pub(crate) fn absorbed_in_row(&self, row_prefix: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
+        if self.absorbed.load(Relaxed) == 0 {
+            return Vec::new();
+        }
+        self.cells
+            .range::<[u8], _>((Bound::Included(row_prefix), Bound::Unbounded))
+            .take_while(|entry| entry.key().starts_with(row_prefix))
+            .filter_map(|entry| {
+                let absorbed = entry.value().absorbed.lock().clone()?;
+                Some((entry.key().clone(), absorbed))
+            })
+            .collect()
+    }
+
     /// The row prefixes of the cells in `[from, to)`, in key order and each once, as they are
     /// when the walk reaches them (`from` and `to` are row bounds, so a row's cells are all in
     /// or all out).
@@ -324,6 +340,20 @@ mod tests {
             1,
             "bounds are inclusive"
         );
+        cells.add(b"rx", 1, 1, 3);
+        cells.absorb(b"rx", version(7, 8));
+        cells.add(b"t", 1, 1, 3);
+        cells.absorb(b"t", version(9, 10));
+        assert_eq!(
+            cells.absorbed_in_row(b"r"),
+            vec![
+                (b"r".to_vec(), version(14, 30)),
+                (b"rx".to_vec(), version(7, 8))
+            ],
+            "the row's cells only"
+        );
+        cells.forget_absorbed(b"rx");
+        cells.forget_absorbed(b"t");
         cells.forget_absorbed(b"r");
         assert_eq!(cells.absorbed(b"r"), None);
         cells.subtract(b"s", 1);
