@@ -71,6 +71,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
+use crossbeam_skiplist::map::Entry;
 use parking_lot::Mutex;
 
 /// The cells (`enc(table) ++ enc(row) ++ enc(column)`) that hold notify keys, in key order, with
@@ -206,27 +207,32 @@ impl NotifyCells {
     /// The absorbed versions of the cells in `[from, to]` (inclusive: callers pass key bounds),
     /// with their cells, in key order.
     pub(crate) fn absorbed_in(&self, from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
-        if self.absorbed.load(Relaxed) == 0 {
-            return Vec::new();
-        }
-        self.cells
-            .range::<[u8], _>((Bound::Included(from), Bound::Included(to)))
-            .filter_map(|entry| {
-                let absorbed = entry.value().absorbed.lock().clone()?;
-                Some((entry.key().clone(), absorbed))
-            })
-            .collect()
+        self.absorbed_of(
+            self.cells
+                .range::<[u8], _>((Bound::Included(from), Bound::Included(to))),
+        )
     }
 
     /// The absorbed versions of the cells of the row `row_prefix`, with their cells, in key
     /// order.
     pub(crate) fn absorbed_in_row(&self, row_prefix: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
+        self.absorbed_of(
+            self.cells
+                .range::<[u8], _>((Bound::Included(row_prefix), Bound::Unbounded))
+                .take_while(|entry| entry.key().starts_with(row_prefix)),
+        )
+    }
+
+    /// The absorbed versions among `entries`, with their cells (none looked at while no cell
+    /// holds one).
+    fn absorbed_of<'a>(
+        &self,
+        entries: impl Iterator<Item = Entry<'a, Vec<u8>, CellEntry>>,
+    ) -> Vec<(Vec<u8>, Absorbed)> {
         if self.absorbed.load(Relaxed) == 0 {
             return Vec::new();
         }
-        self.cells
-            .range::<[u8], _>((Bound::Included(row_prefix), Bound::Unbounded))
-            .take_while(|entry| entry.key().starts_with(row_prefix))
+        entries
             .filter_map(|entry| {
                 let absorbed = entry.value().absorbed.lock().clone()?;
                 Some((entry.key().clone(), absorbed))
