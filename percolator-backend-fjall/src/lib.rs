@@ -155,7 +155,6 @@ mod lock_mirror;
 mod notify_cells;
 mod recent_writes;
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -514,7 +513,7 @@ struct NotifyDelta {
 }
 
 /// Per cell while planning: (row prefix length, keys added less keys deleted, newest added).
-type CellChanges<'a> = HashMap<&'a [u8], (usize, i64, u64)>;
+type CellChanges<'a> = foldhash::HashMap<&'a [u8], (usize, i64, u64)>;
 
 /// What a write batch does to the notify family besides its writes ([`FjallStore::notify_plan`]).
 #[derive(Default)]
@@ -743,7 +742,10 @@ impl FjallStore {
     ///   value, as weak tombstones need).
     fn notify_plan<'a>(&self, writes: &'a [KeyWrite]) -> Result<NotifyPlan, StoreError> {
         let mut plan = NotifyPlan::default();
-        let mut last: HashMap<&'a [u8], usize> = HashMap::new();
+        // Sized for the batch (a document's commit carries a notify write per link) and hashed
+        // with foldhash (seeded per process), which is cheaper than SipHash on short keys.
+        let mut last: foldhash::HashMap<&'a [u8], usize> =
+            foldhash::HashMapExt::with_capacity(writes.len());
         for (index, w) in writes.iter().enumerate() {
             if w.family == Family::Notify
                 && let Some(earlier) = last.insert(&w.key, index)
@@ -757,7 +759,7 @@ impl FjallStore {
         let mut finals = Vec::with_capacity(last.len());
         // The cells the batch deletes from: nothing is absorbed into them, so that the put-back
         // below sees every absorbed version that stays.
-        let mut deleting: HashSet<&'a [u8]> = HashSet::new();
+        let mut deleting: foldhash::HashSet<&'a [u8]> = foldhash::HashSet::default();
         for (key, index) in last {
             let (cell, row_len) = cell_of(key)?;
             let put = writes[index].value.is_some();
@@ -775,9 +777,10 @@ impl FjallStore {
             });
         }
         let keyspace = self.keyspace(Family::Notify);
-        let mut changes: CellChanges<'a> = HashMap::new();
+        let mut changes: CellChanges<'a> = foldhash::HashMapExt::with_capacity(finals.len());
         // Per cell, the keys whose existence only the engine knows.
-        let mut ask_engine: HashMap<&'a [u8], Vec<FinalWrite<'a>>> = HashMap::new();
+        let mut ask_engine: foldhash::HashMap<&'a [u8], Vec<FinalWrite<'a>>> =
+            foldhash::HashMap::default();
         for mut write in finals {
             // The map is exact for a latched row: a cell it lacks holds no notify key, and none
             // newer than the cell's bound. Only the rest needs the engine.
@@ -852,7 +855,7 @@ impl FjallStore {
         &self,
         plan: &mut NotifyPlan,
         changes: &mut CellChanges<'a>,
-        deleting: &HashSet<&'a [u8]>,
+        deleting: &foldhash::HashSet<&'a [u8]>,
         writes: &[KeyWrite],
         write: FinalWrite<'a>,
         exists: bool,

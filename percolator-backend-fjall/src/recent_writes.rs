@@ -28,20 +28,23 @@
 //! fetches that one write record by a point lookup, which bloom filters answer, instead of a range
 //! over the column's versions, which seeks into every table.
 //!
-//! Only point lookups are asked, so the columns sit in [`SHARDS`] hash maps (xxh3 with a seed
+//! Only point lookups are asked, so the columns sit in [`SHARDS`] hash tables (xxh3 with a seed
 //! drawn per store, so that a crafted corpus cannot aim keys at one bucket), each under
-//! its own mutex held for one lookup or one update: a lookup hashes the key once and compares it
-//! once. (A skip list here spent about 20% of a 3 000-page run's CPU in `memcmp` on the long
-//! common prefixes of neighbouring keys.)
+//! its own mutex held for one lookup or one update: a lookup hashes the key once (the hash's high
+//! bits pick the shard, the table uses it whole) and compares it once. Entries keep their hash,
+//! so a table that grows never hashes a key again. (A skip list here spent about 20% of a
+//! 3 000-page run's CPU in `memcmp` on the long common prefixes of neighbouring keys; a
+//! `HashMap` with a streaming xxh3 hasher, which hashed every key a second time and again on
+//! every growth, 2% of a 10 000-page run's.)
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
+use hashbrown::HashTable;
 use parking_lot::Mutex;
 use percolator_core::embedded::KeyWrite;
 use percolator_core::key;
 use percolator_core::{Family, TsRange};
-use xxhash_rust::xxh3::{Xxh3Builder, xxh3_64_with_seed};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Columns remembered before the oldest half is forgotten.
 const REMEMBERED: usize = 400_000;
@@ -50,7 +53,16 @@ const SHARD_BITS: u32 = 6;
 /// Independent maps, so that concurrent batches rarely wait for each other.
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
-type Shard = Mutex<HashMap<Vec<u8>, Newest, Xxh3Builder>>;
+type Shard = Mutex<HashTable<Remembered>>;
+
+/// One remembered column.
+#[derive(Debug)]
+struct Remembered {
+    /// The column's hash ([`RecentWrites::locate`]).
+    hash: u64,
+    column: Box<[u8]>,
+    newest: Newest,
+}
 
 /// What memory knows of one column, with the highest timestamp written or deleted there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,12 +104,9 @@ impl Default for RecentWrites {
         let seed = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        let hasher = Xxh3Builder::new().with_seed(seed);
         Self {
             seed,
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(HashMap::with_hasher(hasher)))
-                .collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
             len: AtomicUsize::new(0),
             opened: AtomicU64::new(u64::MAX),
             forgotten: AtomicU64::new(0),
@@ -114,11 +123,21 @@ fn split(cell_key: &[u8]) -> Option<(&[u8], u64)> {
 }
 
 impl RecentWrites {
-    fn shard(&self, column: &[u8]) -> &Shard {
-        // The high bits pick the shard, the map's own hash of the key uses the low bits.
-        let index =
-            usize::try_from(xxh3_64_with_seed(column, self.seed) >> (64 - SHARD_BITS)).unwrap_or(0);
-        &self.shards[index]
+    /// The column's hash and its shard (picked by the hash's high bits; the table's buckets
+    /// come from its low bits).
+    fn locate(&self, column: &[u8]) -> (u64, &Shard) {
+        let hash = xxh3_64_with_seed(column, self.seed);
+        let index = usize::try_from(hash >> (64 - SHARD_BITS)).unwrap_or(0);
+        (hash, &self.shards[index])
+    }
+
+    /// What memory holds for `column`.
+    fn newest(&self, column: &[u8]) -> Option<Newest> {
+        let (hash, shard) = self.locate(column);
+        shard
+            .lock()
+            .find(hash, |r| *r.column == *column)
+            .map(|r| r.newest)
     }
 
     /// Versions at or below this may be missing from memory.
@@ -138,9 +157,10 @@ impl RecentWrites {
             let Some((column, ts)) = split(&w.key) else {
                 continue; // undecodable keys are never asked about from memory
             };
-            let mut shard = self.shard(column).lock();
-            match shard.get_mut(column) {
-                Some(before) => {
+            let (hash, shard) = self.locate(column);
+            let mut shard = shard.lock();
+            match shard.find_mut(hash, |r| *r.column == *column) {
+                Some(Remembered { newest: before, .. }) => {
                     *before = match (&w.value, *before) {
                         (None, b) => Newest::Unknown(b.touched().max(ts)),
                         (Some(_), Newest::Unknown(t)) => Newest::Unknown(t.max(ts)),
@@ -152,7 +172,15 @@ impl RecentWrites {
                         None => Newest::Unknown(ts),
                         Some(_) => Newest::At(ts),
                     };
-                    shard.insert(column.to_vec(), newest);
+                    shard.insert_unique(
+                        hash,
+                        Remembered {
+                            hash,
+                            column: column.into(),
+                            newest,
+                        },
+                        |r| r.hash,
+                    );
                     self.len.fetch_add(1, SeqCst);
                 }
             }
@@ -166,7 +194,7 @@ impl RecentWrites {
         if range.lo <= self.floor() {
             return None;
         }
-        let newest = self.shard(column_prefix).lock().get(column_prefix).copied();
+        let newest = self.newest(column_prefix);
         if range.lo <= self.floor() {
             return None; // forgotten meanwhile
         }
@@ -186,7 +214,7 @@ impl RecentWrites {
     /// (a put is recorded right after the engine applied it, under the row's write latch).
     pub(crate) fn newest_in(&self, column_prefix: &[u8], range: TsRange) -> Option<u64> {
         let floor = self.floor();
-        let newest = self.shard(column_prefix).lock().get(column_prefix).copied();
+        let newest = self.newest(column_prefix);
         if self.floor() != floor {
             return None; // forgotten meanwhile
         }
@@ -207,7 +235,7 @@ impl RecentWrites {
         }
         let mut stamps: Vec<u64> = Vec::with_capacity(self.len.load(SeqCst));
         for shard in self.shards.iter() {
-            stamps.extend(shard.lock().values().map(|n| n.touched()));
+            stamps.extend(shard.lock().iter().map(|r| r.newest.touched()));
         }
         if !stamps.is_empty() {
             let middle = stamps.len() / 2;
@@ -217,7 +245,7 @@ impl RecentWrites {
             for shard in self.shards.iter() {
                 let mut shard = shard.lock();
                 let before = shard.len();
-                shard.retain(|_, n| n.touched() > cut);
+                shard.retain(|r| r.newest.touched() > cut);
                 self.len.fetch_sub(before - shard.len(), SeqCst);
             }
         }
@@ -337,6 +365,27 @@ mod tests {
         recent.forget_oldest();
         assert_eq!(recent.len.load(SeqCst), held(&recent));
         assert!((400..=600).contains(&held(&recent)), "{}", held(&recent));
+    }
+
+    #[test]
+    fn every_column_is_found_after_its_shard_grew() {
+        // 5 000 columns: each shard's table grows several times, moving entries by their kept
+        // hash; a later write of each column updates the entry it finds.
+        let (recent, writes) = opened_with_columns(5000);
+        recent.applied(&writes);
+        for i in (1..=5000u64).step_by(2) {
+            recent.applied(&[put("t", "r", &format!("c{i:04}"), i + 10_000)]);
+        }
+        assert_eq!(recent.len.load(SeqCst), 5000);
+        for i in 1..=5000u64 {
+            let newest = if i % 2 == 1 { i + 10_000 } else { i };
+            assert_eq!(
+                recent.newest(&prefix(&format!("c{i:04}"))),
+                Some(Newest::At(newest)),
+                "c{i:04}"
+            );
+        }
+        assert_eq!(recent.newest(&prefix("c9999")), None);
     }
 
     #[test]

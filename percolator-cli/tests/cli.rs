@@ -254,6 +254,33 @@ fn ctrl_c_stops_gracefully_without_locks() {
     }
 }
 
+/// The command turns transparent huge pages off for itself (the kernel zeroes a whole huge page
+/// at its first touch, which cost the index run CPU and memory): `THP_enabled` in the running
+/// process's status is 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_runs_without_transparent_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = run_forever(&dir.path().join("db"), std::process::Stdio::null);
+    let status_file = format!("/proc/{}/status", child.id());
+    // The flag is set first thing in `main`; give the process a moment to get there.
+    let mut thp = None;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let status = std::fs::read_to_string(&status_file).unwrap();
+        thp = status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:"))
+            .map(|v| v.trim().to_owned());
+        if thp.as_deref() == Some("0") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(thp.as_deref(), Some("0"), "THP_enabled in {status_file}");
+}
+
 /// Locks in every web index table, as `status` counts them ("N pending, M locks").
 fn locks_in_status(out: &str) -> u64 {
     TABLES

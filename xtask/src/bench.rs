@@ -11,8 +11,9 @@
 //! worker, etcd-leader and oracle kills during the web-index pipeline, plotted as `faults.svg`).
 //! On mem and sled: the soak (`percolator webindex soak`, recrawl generations with GC off and
 //! on: cells stored and bytes on disk per generation, plotted as `gc.svg`).
-//! `--scale` alone: `percolator webindex scale` on mem and sled (realistic pages loaded, indexed
-//! and checked; pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML; `scale.svg`).
+//! `--scale` alone: `percolator webindex scale` on mem, sled and fjall (realistic pages loaded,
+//! indexed and checked; pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML;
+//! `scale.svg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
