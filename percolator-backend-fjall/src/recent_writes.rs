@@ -30,8 +30,8 @@
 //!
 //! Only point lookups are asked, so the columns sit in [`SHARDS`] hash tables (xxh3 with a seed
 //! drawn per store, so that a crafted corpus cannot aim keys at one bucket), each under
-//! its own mutex held for one lookup or one update: a lookup hashes the key once (the hash's high
-//! bits pick the shard, the table uses it whole) and compares it once. Entries keep their hash,
+//! its own mutex held for one lookup or one update: a lookup hashes the key once (bits 32–37 of
+//! the hash pick the shard, the table uses it whole) and compares it once. Entries keep their hash,
 //! so a table that grows never hashes a key again. (A skip list here spent about 20% of a
 //! 3 000-page run's CPU in `memcmp` on the long common prefixes of neighbouring keys; a
 //! `HashMap` with a streaming xxh3 hasher, which hashed every key a second time and again on
@@ -123,11 +123,13 @@ fn split(cell_key: &[u8]) -> Option<(&[u8], u64)> {
 }
 
 impl RecentWrites {
-    /// The column's hash and its shard (picked by the hash's high bits; the table's buckets
-    /// come from its low bits).
+    /// The column's hash and its shard. The shard comes from bits 32–37: a table takes its
+    /// bucket from the low bits and a 7-bit tag from the top ones, so neither may be the same
+    /// for every key of a shard (with the top bits, tags would have one bit left, and every
+    /// probe would compare keys).
     fn locate(&self, column: &[u8]) -> (u64, &Shard) {
         let hash = xxh3_64_with_seed(column, self.seed);
-        let index = usize::try_from(hash >> (64 - SHARD_BITS)).unwrap_or(0);
+        let index = usize::try_from((hash >> 32) & ((1 << SHARD_BITS) - 1)).unwrap_or(0);
         (hash, &self.shards[index])
     }
 
@@ -386,6 +388,19 @@ mod tests {
             );
         }
         assert_eq!(recent.newest(&prefix("c9999")), None);
+    }
+
+    #[test]
+    fn a_shard_does_not_fix_its_tables_tag_bits() {
+        // A table tags each entry with the top 7 bits of its hash: picking shards by those bits
+        // would leave every shard's entries at most 2 tags, and every probe comparing keys.
+        let (recent, writes) = opened_with_columns(5000);
+        recent.applied(&writes);
+        for shard in recent.shards.iter() {
+            let tags: std::collections::BTreeSet<u64> =
+                shard.lock().iter().map(|r| r.hash >> 57).collect();
+            assert!(tags.len() > 16, "{} tags in a shard", tags.len());
+        }
     }
 
     #[test]
