@@ -45,9 +45,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// mimalloc asks for huge pages for its arenas, and the kernel zeroes a whole 2 MiB page the
 /// first time any byte of it is touched, each time mimalloc gives memory back and takes it again.
 /// On a 10 000-page index run that zeroing was 4% of the CPU samples (0.4% without huge pages);
-/// two paired runs took about 10% less CPU without them, and peak RSS is lower in every phase
-/// (by 50–70 MB at load; see README, "Benchmarks"). The flag is inherited by child processes. A
-/// failure only leaves huge pages on, so it is ignored.
+/// two paired runs took about 10% less CPU without them, and peak RSS at load and in the run is
+/// lower (by 40–70 MB at load at 50 000 pages; see README, "Benchmarks"). The flag is inherited
+/// by child processes. A failure only leaves huge pages on, so it is ignored.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);
