@@ -1,8 +1,8 @@
 //! # percolator-backend-fjall
 //!
 //! An embedded, persistent [`RowStore`] on [fjall](https://docs.rs/fjall) 3, a log-structured
-//! merge tree (LSM) engine, and the `percolator` command's default embedded backend: a seventh
-//! of sled's disk and a sixth of its writes, with faster indexing. An LSM tree rewrites its data
+//! merge tree (LSM) engine, and the `percolator` command's default embedded backend: far less
+//! disk and far fewer writes than sled, with faster indexing. An LSM tree rewrites its data
 //! in compacted, **lz4-compressed** sorted files, so the directory stays near the size of the
 //! live data (after garbage collection too) without the offline compaction sled needs.
 //!
@@ -30,10 +30,10 @@
 //! (RocksDB's `SingleDelete`): when a flush or compaction brings it together with the value it
 //! deletes, both vanish, where a plain tombstone is carried down to the last level. That is safe
 //! because a notify key never holds two values: the store writes no put of a notify key that
-//! exists and refuses one that would change its value (see `FjallStore::commit_writes`). A
-//! database written before this may hold a notify key twice with the same value (its writer's);
-//! a weak delete may then bring the older copy back, which is the same notification again: the
-//! observer runs once more, as notifications allow.
+//! exists and refuses one that would change its value (see `FjallStore::commit_writes`). Should
+//! a database hold a notify key twice with the same value (its writer's), a weak delete may
+//! bring the older copy back, which is the same notification again: the observer runs once
+//! more, as notifications allow.
 //!
 //! Two families also live partly in memory (Bigtable's in-memory locality groups), because an
 //! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
@@ -61,17 +61,18 @@
 //! atomic across the keyspaces of one database and **crash-atomic** (the journal holds the batch
 //! between a start and a checksummed end marker; recovery drops a torn batch whole). A batch
 //! whose rows are distinct goes in slices of 512 rows: a slice takes all of its rows' latches in
-//! stripe order and applies every successful item in a single write batch. Only each item is atomic, so a huge batch (an inverter's prewrite of tens of
-//! thousands of term rows) need not hold every latch stripe while it applies.
+//! stripe order and applies every successful item in a single write batch. Only each item is
+//! atomic, so a huge batch (an inverter's prewrite of tens of thousands of term rows) need not
+//! hold every latch stripe while it applies.
 //!
 //! An **all-or-nothing** batch ([`RowStore::mutate_rows_atomically`], which one-phase commits of
 //! several rows use) takes every row's latch at once, checks every item against one snapshot
 //! and applies all of them in one write batch, or none: atomic for readers and after a crash
 //! alike. So it cannot be sliced, and the store takes at most 512 rows in one
 //! ([`StoreLimits::max_atomic_rows`], the slice size). Without that cap an inverter's one-phase
-//! commit of ~10 000 term rows held nearly every stripe while it planned and applied: the run
-//! used a little less CPU, but every snapshot read waited behind it, and in the freshness
-//! experiment at 1%/h the incremental p50 went from 18.5 ms to 55.7 ms.
+//! commit of ~10 000 term rows would hold nearly every stripe while it plans and applies, and
+//! every snapshot read would wait behind it: a little less CPU for the run, at the price of
+//! much slower incremental updates.
 //!
 //! **Readers take no row latch.** Every read and scan goes through one fjall [`Snapshot`] (a
 //! sequence number across all keyspaces), and a snapshot never sees half of a write batch: all
@@ -92,7 +93,7 @@
 //! transactions commit in one row mutation conditional on
 //! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` a point read was admitted at is an
 //! atomic per latch stripe, and that of a scan one per table (hashed into
-//! [`SCAN_MARKS`](percolator_core::embedded::SCAN_MARKS) slots), raised *before* the reader
+//! [`SCAN_MARKS`](percolator_backend_embedded::SCAN_MARKS) slots), raised *before* the reader
 //! opens its fjall snapshot; a mutation checks its row's stripe and its table's mark (see
 //! [`RowLatches`]). The argument that no
 //! admitted reader misses a mutation whose condition held is the sled backend's:
@@ -164,7 +165,7 @@ use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode,
     Readable as _, Snapshot,
 };
-use percolator_core::embedded::{
+use percolator_backend_embedded::{
     GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
     version_bounds,
 };
@@ -176,7 +177,7 @@ use percolator_core::{
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,
 };
 
-pub use percolator_core::embedded::SCAN_GATES;
+pub use percolator_backend_embedded::SCAN_GATES;
 
 use crate::lock_mirror::LockMirror;
 use crate::notify_cells::{Absorbed, NotifyCells};
@@ -219,9 +220,8 @@ pub struct FjallConfig {
     /// Directory of the database.
     pub path: PathBuf,
     /// fjall's block cache size in bytes. The default is 64 MiB: the web index reads mostly what
-    /// it just wrote (from memtables) and raw pages once, so a larger cache mostly holds memory.
-    /// On 10 000 realistic pages, 64 MiB instead of 256 MiB cut the index run's peak RSS from
-    /// 1 178 to 685 MB, and the run took 52 s instead of 70 s.
+    /// it just wrote (from memtables) and raw pages once, so a larger cache mostly holds memory:
+    /// it raises an index run's peak RSS without making the run faster.
     pub cache_capacity: u64,
     /// lz4-compress data blocks on every level and journal entries of 4 KiB and more. Off: no
     /// compression at all.
@@ -232,19 +232,18 @@ pub struct FjallConfig {
     /// fjall's flush and compaction threads; `None` for fjall's default (the number of cores, at
     /// most 4), but at least [`MIN_DEFAULT_WORKER_THREADS`]. With more than one, fjall's first
     /// worker only flushes and rotates memtables and passes every compaction on (re-queueing it
-    /// while the others are busy, a busy loop: 5–10% of all CPU of an index run on 2 cores), so
-    /// of two threads only one compacts. Three made a 10 000-page index run 21% shorter (31.8 s
-    /// instead of 40.3 s), and a 50 000-page one 16–18% (269 s and 260 s instead of 319 s); one
-    /// thread let compaction fall behind (3.4 GB RSS and 6.7× the HTML on disk at 10 000
-    /// pages).
+    /// while the others are busy, a busy loop that takes a noticeable share of the CPU on few
+    /// cores), so of two threads only one compacts. Three make index runs markedly shorter than
+    /// two; with one thread compaction falls behind, and memory and disk use grow far past the
+    /// data's size.
     pub worker_threads: Option<usize>,
     /// The memtable size of each family's keyspace (see [`MemtableSizes`] for the defaults and
     /// why).
     pub memtable_sizes: MemtableSizes,
     /// The most bytes fjall's journals may hold before it flushes the oldest memtables (at least
     /// 64 MiB is used). Everything journaled and not yet flushed is also in a memtable, so this
-    /// bounds the memtables' memory too: fjall's default of 512 MiB let a 50 000-page index run
-    /// keep most of that resident.
+    /// bounds the memtables' memory too: with fjall's default of 512 MiB a large index run keeps
+    /// most of that resident.
     pub max_journal_size: u64,
     /// Coalesce notifications that name their commit timestamp (a one-phase commit's) into a
     /// cell that already holds a notify key: the cell keeps the newest in memory instead of a key
@@ -332,19 +331,17 @@ impl FjallConfig {
 /// A memtable is a skip list: every write searches it, and each entry holds its key, value and
 /// node overhead in memory until the memtable is flushed. So a small memtable costs less per
 /// insert and holds less memory, but flushes more, smaller tables, which compaction then
-/// rewrites. fjall's default is 64 MiB. The defaults here come from indexing runs of 50 000
-/// realistic pages on a 2-core machine (`percolator webindex scale`):
+/// rewrites. fjall's default is 64 MiB. The defaults here are tuned on indexing runs of
+/// realistic pages (`percolator webindex scale`):
 ///
 /// - **lock, 1 MiB.** Conditions on locks are answered from an in-memory mirror of the live
 ///   locks (see the crate docs) and the keyspace is read only at open, so its memtable only
-///   takes writes: each lock is put once and deleted once. 1 MiB instead of 64 MiB made a
-///   3 000-page index run 18–25% faster and cut its peak RSS by a third.
-/// - **data, 32 MiB.** The run's peak RSS was 884–907 MB (three runs) instead of 962 MB with
-///   64 MiB, and the load's 243–261 MB instead of 334 MB, for 2–4% more CPU in the run (330–336 s
-///   against 323 s) and 9.6–10.0 instead of 8.9 GB written.
-/// - **write and notify, 64 MiB.** With 8 MiB the run took 17% more CPU (390.6 s against
-///   335.0 s) and wrote 12.9 GB instead of 9.6 GB, for 100 MB less peak RSS: both keyspaces
-///   take many small entries, and small memtables multiplied the compactions.
+///   takes writes: each lock is put once and deleted once. A small memtable makes index runs
+///   faster and lowers their peak RSS.
+/// - **data, 32 MiB.** Lower peak RSS than 64 MiB, in the load and in the run, for slightly
+///   more CPU and slightly more bytes written.
+/// - **write and notify, 64 MiB.** Both keyspaces take many small entries, and small memtables
+///   multiply the compactions: much more CPU and more bytes written, for little memory saved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemtableSizes {
@@ -727,9 +724,9 @@ impl FjallStore {
     ///   lacks, less those they delete and it holds. [`Self::notify_cells`] answers most puts.
     ///   The engine answers the rest: by point lookups, or, for a cell with at least
     ///   [`CELL_READ_FROM`] such keys (an observer clearing a busy cell's backlog), by one read
-    ///   of the cell's notify keys. Those keys were flushed long ago, so each point lookup of a
-    ///   present key searches a table per level: they were half of a link-forwarding run's
-    ///   store work.
+    ///   of the cell's notify keys. Those keys are usually flushed by then, so each point
+    ///   lookup of a present key searches a table per level, and such lookups would be a large
+    ///   part of a link-forwarding run's store work.
     /// - **Skips.** The notify writes that must not reach the engine: all but the last write of
     ///   each key, and a last write that changes nothing (a put of a key that exists, a delete of
     ///   one that does not). What remains puts only absent keys and deletes only present ones,
@@ -1247,10 +1244,11 @@ impl FjallStore {
     /// Deletes of notify keys are *weak* tombstones (RocksDB's `SingleDelete`): when a
     /// compaction or flush brings one together with the value it deletes, both vanish, where a
     /// plain tombstone is carried down every level until the last. Every notification is put
-    /// once and deleted once, after the observers' runs, so without them the deletes of a whole
-    /// backlog travelled through every compaction. A weak tombstone only hides the newest value
-    /// below it, so it is safe only because [`Self::apply`] never puts a notify key that exists
-    /// (and never deletes one that does not): each key holds at most one value between deletes.
+    /// once and deleted once, after the observers' runs, so with plain tombstones the deletes of
+    /// a whole backlog would travel through every compaction. A weak tombstone only hides the
+    /// newest value below it, so it is safe only because [`Self::apply`] never puts a notify key
+    /// that exists (and never deletes one that does not): each key holds at most one value
+    /// between deletes.
     fn commit_writes(&self, writes: Vec<KeyWrite>) -> Result<(), StoreError> {
         match <[KeyWrite; 1]>::try_from(writes) {
             Ok([single]) => {
@@ -1604,10 +1602,10 @@ impl RowStore for FjallStore {
         if rows_are_distinct(&batch) {
             // Each item is atomic on its row and nothing more (the trait's contract), so a large
             // batch goes in slices, each holding only its own rows' latches. In one piece, the
-            // inverter's prewrite of tens of thousands of term rows held nearly every latch
-            // stripe for the whole batch and stalled every other writer and point reader of the
-            // process. (The task does not yield between slices: a batch that waited its turn
-            // behind every other run once per slice took ten times as long.)
+            // inverter's prewrite of tens of thousands of term rows would hold nearly every latch
+            // stripe for the whole batch and stall every other writer and point reader of the
+            // process. (The task does not yield between slices: a batch that waits its turn
+            // behind every other run once per slice takes many times as long.)
             let mut outcomes = Vec::with_capacity(batch.len());
             for slice in batch.chunks(LATCHED_SLICE_ROWS) {
                 // Taken before any row latch (a scan cycling the gates holds no latch).

@@ -5,8 +5,8 @@
 //! commit that its own lock is still there. On fjall such a check is a range lookup, and a range
 //! lookup cannot use bloom filters: it seeks into every memtable and every table that overlaps
 //! the range. The lock family makes that worst: each lock is written once and deleted once, so
-//! its tables are mostly tombstones. In a 3 000-page indexing run the lock checks took 9.3 µs
-//! each, a tenth of all CPU.
+//! its tables are mostly tombstones. Answered by the engine, the lock checks would take a
+//! sizeable share of an indexing run's CPU.
 //!
 //! Live locks are few (the transactions in flight and the orphans of crashed ones), so the store
 //! keeps a copy of them here, keyed like the engine, and [`crate::View`] answers the lock
@@ -25,7 +25,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
-use percolator_core::embedded::{KeyWrite, prefix_end, version_bounds};
+use percolator_backend_embedded::{KeyWrite, prefix_end, version_bounds};
 use percolator_core::key::{self, KeyError};
 use percolator_core::{Cell, Columns, Family, FamilyRead, StoreError};
 

@@ -6,11 +6,11 @@
 //! deleted key stays behind as a tombstone until compaction carries it to the last level, and
 //! a range scan steps over every tombstone in its range. The observers' scanners sweep the notify
 //! family from random rows looking for a few dirty rows; with the backlog processed, nearly every
-//! key they meet is a tombstone, so each sweep cost grew with the number of notifications ever
-//! processed (41% of all CPU in a 3 000-page indexing run, the sweeps slowing as the run went
-//! on).
+//! key they meet is a tombstone, so each sweep's cost would grow with the number of
+//! notifications ever processed, the sweeps slowing as a run goes on and taking a large share
+//! of its CPU.
 //!
-//! (Deletes are now weak tombstones that vanish with their value at the first flush or
+//! (Deletes are weak tombstones that vanish with their value at the first flush or
 //! compaction that meets both, but a backlog's values are often flushed long before their
 //! deletes, so tombstones still pile up between compactions.)
 //!
@@ -22,9 +22,9 @@
 //! bounded to the row, and a row holds only its own few tombstones). The engine holds every
 //! stored key: the counts are rebuilt from it on open.
 //!
-//! **Why counts.** Without them, the store learned whether a cell had notifications left after a
-//! delete by a range lookup in the engine, which steps over the cell's tombstones and merges
-//! every table's iterator: 7.5% of all CPU of a 10 000-page index run. With counts, a mutation
+//! **Why counts.** Without them, the store would learn whether a cell has notifications left
+//! after a delete by a range lookup in the engine, which steps over the cell's tombstones and
+//! merges every table's iterator: a noticeable share of an index run's CPU. With counts, a mutation
 //! finds what it changes by *point* lookups of the keys it writes, which bloom filters answer for
 //! absent keys (a new notification). A consumed one is present, and by the time an observer
 //! clears it, often flushed: each lookup then searches a table per level. So a mutation that
@@ -35,7 +35,7 @@
 //! the cell, and a cell is in the map exactly when its count is positive — except between a
 //! mutation's count update and its write batch, where the map may hold more than the engine
 //! (never less). It holds because every change to a cell's notify keys is a row mutation under
-//! the row's write latch ([`percolator_core::embedded::RowLatches`]): under that latch the store
+//! the row's write latch ([`percolator_backend_embedded::RowLatches`]): under that latch the store
 //! compares each notify key the mutation finally writes (its *final* write decides: a
 //! notification put and deleted again by one mutation puts nothing) with whether the key exists,
 //! adds the new keys *before* the batch applies, and subtracts the deleted ones *after*; a cell
@@ -54,8 +54,8 @@
 //! **Coalescing.** A cell that many writers change (a link target in the web index) would get a
 //! notify key per writer, each written, flushed, deleted and compacted away, while one observer
 //! run covers them all. A notification that names its commit timestamp
-//! ([`percolator_core::records::NotifyRecord::committed_at`], written with a one-phase commit) needs no
-//! key of its own in a cell that already holds one: the cell keeps it in memory as its
+//! ([`percolator_core::records::NotifyRecord::committed_at`], written with a one-phase commit)
+//! needs no key of its own in a cell that already holds one: the cell keeps it in memory as its
 //! **absorbed version**, the one with the highest commit timestamp of those it took in. Reads of
 //! the notify family list the absorbed version like a stored one; an observer run whose snapshot
 //! covers its commit covers every commit absorbed before it, and deleting it (by its version, as

@@ -4,8 +4,8 @@
 //! Every prewrite checks, per cell, that no write record at or after its start timestamp exists
 //! (`Absent { Write, start_ts.. }`). On fjall that is a range lookup, which no bloom filter
 //! helps: it seeks into every memtable and every table overlapping the range. With every term of
-//! a page indexed, an exporter run prewrites about 1 400 postings and the checks took a quarter
-//! of all CPU of a 3 000-page run.
+//! a page indexed, an exporter run prewrites over a thousand postings, and in the engine these
+//! checks would take a large share of an indexing run's CPU.
 //!
 //! A write record newer than a transaction's start was written after that transaction began:
 //! recently. So the store remembers, per column, the newest write-family timestamp it put since
@@ -32,16 +32,15 @@
 //! drawn per store, so that a crafted corpus cannot aim keys at one bucket), each under
 //! its own mutex held for one lookup or one update: a lookup hashes the key once (bits 32–37 of
 //! the hash pick the shard, the table uses it whole) and compares it once. Entries keep their hash,
-//! so a table that grows never hashes a key again. (A skip list here spent about 20% of a
-//! 3 000-page run's CPU in `memcmp` on the long common prefixes of neighbouring keys; a
-//! `HashMap` with a streaming xxh3 hasher, which hashed every key a second time and again on
-//! every growth, 2% of a 10 000-page run's.)
+//! so a table that grows never hashes a key again. (Not a skip list: it spends much of its time
+//! in `memcmp` on the long common prefixes of neighbouring keys. Not a `HashMap` with a
+//! streaming xxh3 hasher either: it hashes every key a second time, and again on every growth.)
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 use hashbrown::HashTable;
 use parking_lot::Mutex;
-use percolator_core::embedded::KeyWrite;
+use percolator_backend_embedded::KeyWrite;
 use percolator_core::key;
 use percolator_core::{Family, TsRange};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -259,7 +258,7 @@ impl RecentWrites {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use percolator_core::embedded::cell_key;
+    use percolator_backend_embedded::cell_key;
 
     fn put(table: &str, row: &str, column: &str, ts: u64) -> KeyWrite {
         KeyWrite {

@@ -2,8 +2,8 @@
 //!
 //! sled 0.34 is log-structured. Deleting a key (what garbage collection does) or overwriting one
 //! frees its space only inside sled's segments, and sled reuses or truncates those segments
-//! slowly: a store whose live data is 1 MB can occupy 30 MB on disk after a few hundred thousand
-//! deletes. The one way to get the space back is to copy the live keys into a fresh database.
+//! slowly: after a few hundred thousand deletes a store can occupy many times its live data on
+//! disk. The one way to get the space back is to copy the live keys into a fresh database.
 //! [`compact`] does that, offline, and swaps the copy in:
 //!
 //! 1. open `<db>` — sled's file lock keeps every other process out until the swap is done;

@@ -1,7 +1,7 @@
 //! # percolator-backend-sled
 //!
-//! An embedded, persistent backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34 (the
-//! `percolator` command's default until 2026-11-26, when fjall took its place; still supported).
+//! An embedded, persistent backend: a [`RowStore`] on [sled](https://docs.rs/sled) 0.34 (one of
+//! the `percolator` command's embedded backends; fjall is the default).
 //!
 //! ## Layout
 //! - **One sled tree per family** (`data`, `lock`, `write`, `notify`): Bigtable's locality
@@ -32,10 +32,10 @@
 //! transactions commit in one row mutation conditional on
 //! [`Condition::NoSnapshotReadSince`]: the newest `snapshot_ts` a point read was admitted at is an
 //! atomic per latch stripe, and that of a scan one per table (hashed into
-//! [`SCAN_MARKS`](percolator_core::embedded::SCAN_MARKS) slots), raised *before* the reader
+//! [`SCAN_MARKS`](percolator_backend_embedded::SCAN_MARKS) slots), raised *before* the reader
 //! looks anything up; a mutation checks its row's stripe and its table's mark. (One atomic for
-//! the whole store made a one-step commit fall back to two phases whenever any other
-//! transaction read anything meanwhile.) The argument that no admitted reader misses a mutation
+//! the whole store would make a one-step commit fall back to two phases whenever any other
+//! transaction reads anything meanwhile.) The argument that no admitted reader misses a mutation
 //! whose condition held:
 //! - the mutation checks the marks under its row's write latch and keeps the latch until its
 //!   keys are in the trees; a **point read** admits itself, then takes the row latch: either the
@@ -76,7 +76,8 @@
 //! ## Blocking
 //! sled operations run inline on the async task: they complete from sled's page cache and log
 //! buffers without waiting on the disk (writes reach disk in sled's flusher thread; `sync` runs
-//! `Db::flush` on tokio's blocking pool). Latches are held only inside synchronous code, never across an `.await`.
+//! `Db::flush` on tokio's blocking pool). Latches are held only inside synchronous code, never
+//! across an `.await`.
 //!
 //! ## Known hang
 //! sled 0.34 can deadlock inside itself under concurrent writes with many deletes
@@ -84,8 +85,8 @@
 //! the segment accountant mutex, for a file truncation queued on sled's I/O pool, whose threads
 //! all wait for that mutex. Every writer then stops; a restart recovers as after a crash (see
 //! Durability).
-//! The repository's `docs/dev/README.md` describes it and a workaround that was tried and
-//! dropped. Long jobs should prefer the fjall backend.
+//! The repository's `docs/dev/README.md` describes it, and why a watchdog in the backend does
+//! not help. Long jobs should prefer the fjall backend.
 //!
 //! ## Space
 //! sled frees the space of deleted and overwritten keys only slowly, so after garbage collection
@@ -105,7 +106,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use percolator_core::embedded::{
+use percolator_backend_embedded::{
     GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
     version_bounds,
 };
@@ -117,7 +118,7 @@ use percolator_core::{
 };
 use sled::Transactional as _;
 
-pub use percolator_core::embedded::SCAN_GATES;
+pub use percolator_backend_embedded::SCAN_GATES;
 
 /// The order in which a multi-tree transaction applies its trees (sled commits them one after
 /// the other): families a row can move *into* first, the lock family — which rows leave on commit
@@ -571,8 +572,8 @@ impl RowStore for SledStore {
     async fn sync(&self) -> Result<(), StoreError> {
         // `Db::flush` on tokio's blocking pool. (Not `flush_async`: it runs on sled's own small
         // thread pool, and many concurrent flushes there starve the log writes they wait for
-        // while a sled transaction waits for its commit lock — a deadlock observed with 8
-        // concurrent durable committers.)
+        // while a sled transaction waits for its commit lock: a handful of concurrent durable
+        // committers can deadlock that way.)
         let db = self.db.clone();
         self.group_sync
             .sync("sled", move || {

@@ -37,8 +37,8 @@
 //! - A batch on several rows that still conflicts is **split per row**: each row's items (in
 //!   batch order) run in a transaction of their own, concurrently, each re-run up to 8 times.
 //!   A batch is atomic per row only, so this keeps its meaning, and one hot row (a writer racing
-//!   GC's deletes, say) no longer starves the other rows of the batch. If a row still fails, the call returns
-//!   `StoreError::Unavailable`: that row was not applied, other rows may have been.
+//!   GC's deletes, say) does not starve the other rows of the batch. If a row still fails, the
+//!   call returns `StoreError::Unavailable`: that row was not applied, other rows may have been.
 //! - An error while committing (timeout, lost answer, `UndeterminedError`) is **ambiguous**: the
 //!   batch may or may not have been applied. It is returned as `StoreError::Unavailable`, which
 //!   the transaction layer treats as "outcome unknown" and settles by reading back (a prewrite
@@ -196,6 +196,13 @@ impl<A: KvApi> TikvStore<A> {
     /// The client (for [`PdOracle::new`]).
     pub fn api(&self) -> &Arc<A> {
         &self.api
+    }
+
+    /// PD's TSO ([`PdOracle`]) on this cluster: the oracle every process on it must use. Give it
+    /// to `ClientBuilder::oracle`; a client built without an oracle on this (distributed) store
+    /// is refused with `Error::OracleRequired`.
+    pub fn pd_oracle(&self) -> Arc<dyn percolator_core::TimestampOracle> {
+        Arc::new(PdOracle::new(Arc::clone(&self.api)))
     }
 
     fn family_prefix(&self, family: Family) -> Vec<u8> {
@@ -476,11 +483,6 @@ impl<A: KvApi> RowStore for TikvStore<A> {
     /// number), `/`, and the namespace (non-printable bytes escaped).
     fn store_id(&self) -> String {
         self.id.clone()
-    }
-
-    /// PD's TSO ([`PdOracle`]): every process on the cluster takes its timestamps there.
-    fn cluster_oracle(&self) -> Option<Arc<dyn percolator_core::TimestampOracle>> {
-        Some(Arc::new(PdOracle::new(Arc::clone(&self.api))))
     }
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
@@ -900,6 +902,30 @@ mod tests {
             assert!(ts > last);
             last = ts;
         }
+    }
+
+    /// A client on the store takes its timestamps from PD's TSO when given it, and is refused
+    /// without an explicit oracle (the store is shared by processes).
+    #[tokio::test]
+    async fn clients_take_timestamps_from_pd() {
+        let store = Arc::new(TikvStore::new(Arc::new(FakeKv::new()), b"pd").unwrap());
+        assert!(matches!(
+            percolator_core::Client::open(Arc::clone(&store)).await,
+            Err(percolator_core::Error::OracleRequired { .. })
+        ));
+        let pd = store.pd_oracle();
+        let client = percolator_core::Client::builder(Arc::clone(&store))
+            .oracle(Arc::clone(&pd))
+            .build()
+            .await
+            .unwrap();
+        let start = client.begin().await.unwrap().start_ts();
+        assert!(
+            percolator_core::TimestampOracle::timestamp(pd.as_ref())
+                .await
+                .unwrap()
+                > start
+        );
     }
 
     #[tokio::test]

@@ -12,14 +12,19 @@
 //! - [`figure10`] (feature `etcd`): the paper's Figure 10 — the web-indexing pipeline as worker
 //!   processes on a 3-member etcd cluster with 2 oracle instances, throughput over time while a
 //!   worker, the etcd leader and the leading oracle are killed, and the end-to-end checks.
+//! - [`oracle_service`]: the timestamp oracle service over loopback against an in-process
+//!   oracle.
+//! - [`webindex`]: experiments on the web-indexing pipeline: freshness (the paper's Figure 7),
+//!   the soak, the scale run, query latency and the relevance test set.
 //!
-//! Everything is generic over `RowStore`; the `percolator-bench` binary picks the backend by
-//! cargo feature and `--backend`, and `cargo xtask bench` drives it.
+//! Everything is generic over `RowStore`; the `percolator-bench` binary opens the store a spec
+//! names through `percolator-registry` (backends compiled in by cargo feature), and
+//! `cargo xtask bench` drives it.
 
 pub mod contention;
 #[cfg(feature = "etcd")]
 pub mod figure10;
 pub mod micro;
-#[cfg(feature = "mem")]
 pub mod oracle_service;
 pub mod tpce;
+pub mod webindex;

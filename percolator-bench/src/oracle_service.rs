@@ -1,8 +1,8 @@
 //! The timestamp oracle service over loopback: how many timestamps per second `n` concurrent
 //! requesters get from [`RemoteOracle`] (one TCP connection, client- and server-side batching)
 //! and their latency, against the same requesters on an in-process [`LocalOracle`] (the
-//! baseline, measured in the same run). The target: 1 M timestamps/s from 64
-//! requesters with p99 under 1 ms (PD reaches about 1 M/s).
+//! baseline, measured in the same run). The target: 1 M timestamps/s from 64 requesters with
+//! p99 under 1 ms (PD reaches about 1 M/s).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +15,7 @@ use percolator_oracle::{OracleServer, RemoteOracle, ServerConfig};
 use serde::Serialize;
 
 /// Trials per requester count. Two vCPUs that park and wake make single runs of the service
-/// vary by ±20%; the median of alternating trials is steadier.
+/// vary widely; the median of alternating trials is steadier.
 const TRIALS: usize = 3;
 
 /// One requester count.

@@ -15,22 +15,20 @@
 //! percolator --backend etcd --oracle h1:7070,h2:7070 webindex run  # a worker using it
 //! ```
 //!
-//! The backend is a cargo feature (`fjall`, the default; `sled`; `mem`; `tikv`; `etcd`) and, when
-//! several are compiled in, `--backend` (left out: the engine already in `--db`, else fjall);
-//! `backend.rs` is the only module that names a backend. Everything below `main` is generic over
-//! `RowStore`.
+//! The store is `--store SPEC` (`fjall:PATH`, `sled:PATH`, `mem`, `etcd:URL,…`, `tikv:PD,…`), or
+//! `--backend` with `--db`, `--endpoints` or `--pd` (left out: the engine already in `--db`, else
+//! fjall). Backends are compiled in by cargo feature and opened by `percolator-registry`; no
+//! module here names one. The commands run on a [`percolator_core::DynStore`], so the pipeline is
+//! compiled once whatever the backends.
+//!
+//! Layout: `cmd/` holds one module per subcommand (`cmd/webindex/` one per `webindex`
+//! subcommand), `store.rs` turns the flags into a store, and `output.rs` renders everything.
 
-mod backend;
-mod bank_cmd;
-mod compact_cmd;
-mod debug_cmd;
-mod gc_cmd;
-mod observers_cmd;
-mod oracle_cmd;
+mod cmd;
 mod output;
-mod remote_cmd;
-mod serve_cmd;
-mod webindex_cmd;
+mod store;
+
+use cmd::{bank, compact, debug, gc, observers, oracle, serve, webindex};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,10 +42,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// mimalloc asks for huge pages for its arenas, and the kernel zeroes a whole 2 MiB page the
 /// first time any byte of it is touched, each time mimalloc gives memory back and takes it again.
-/// On a 10 000-page index run that zeroing was 4% of the CPU samples (0.4% without huge pages);
-/// two paired runs took about 10% less CPU without them, and peak RSS at load and in the run is
-/// lower (by 40–70 MB at load at 50 000 pages; see README, "Benchmarks"). The flag is inherited
-/// by child processes. A failure only leaves huge pages on, so it is ignored.
+/// That zeroing is a visible part of an index run's CPU; without huge pages the run takes less
+/// CPU, and its peak RSS at load and in the run is lower (see README, "Benchmarks"). The flag is
+/// inherited by child processes. A failure only leaves huge pages on, so it is ignored.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);
@@ -63,10 +60,14 @@ pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 )]
 /// Command line arguments.
 pub struct Cli {
+    /// The store, as a spec: `fjall:PATH`, `sled:PATH`, `mem`, `etcd:URL[,URL…]` or
+    /// `tikv:HOST:PORT[,…]` (instead of `--backend` and `--db`, `--endpoints`, `--pd`).
+    #[arg(long, env = "PERCOLATOR_STORE", conflicts_with = "backend")]
+    store: Option<percolator_registry::StoreSpec>,
     /// Storage backend (those compiled in; see the crate's cargo features). Default: the engine
     /// whose files are already in `--db`, else fjall.
-    #[arg(long, value_enum)]
-    backend: Option<backend::Backend>,
+    #[arg(long, value_parser = store::backend_names())]
+    backend: Option<String>,
     /// Database directory (sled, fjall).
     #[arg(long, default_value = "target/percolator-db")]
     db: PathBuf,
@@ -98,30 +99,30 @@ enum Command {
     /// The web-indexing pipeline.
     Webindex {
         #[command(subcommand)]
-        command: webindex_cmd::WebindexCommand,
+        command: webindex::WebindexCommand,
     },
     /// Raw cells of a table (every family or one), for debugging.
-    Scan(debug_cmd::ScanArgs),
+    Scan(debug::ScanArgs),
     /// Pending notifications, locks, registered workers and parked changes.
     Status,
     /// Registered observers, parked changes, and handing those back.
     Observers {
         #[command(subcommand)]
-        command: observers_cmd::ObserversCommand,
+        command: observers::ObserversCommand,
     },
     /// Garbage-collects MVCC history below the safe point (one run).
-    Gc(gc_cmd::GcArgs),
+    Gc(gc::GcArgs),
     /// Gives a sled database's free space back to the file system (offline: stop the workers).
-    Compact(compact_cmd::CompactArgs),
+    Compact(compact::CompactArgs),
     /// Concurrent bank transfers (cross-row transactions) with a conservation check.
-    Bank(bank_cmd::BankArgs),
+    Bank(bank::BankArgs),
     /// The web index as a service: runs the observers and an HTTP API (ingest, search,
     /// status, stats, metrics) with a search page at `/`, until Ctrl-C.
-    Serve(serve_cmd::ServeArgs),
+    Serve(serve::ServeArgs),
     /// The timestamp oracle service.
     Oracle {
         #[command(subcommand)]
-        command: oracle_cmd::OracleCommand,
+        command: oracle::OracleCommand,
     },
 }
 
@@ -136,14 +137,14 @@ fn main() -> ExitCode {
         // Colour codes only for a terminal, not in logs and pipes.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let mut cli = Cli::parse();
-    match backend::resolve(cli.backend, &cli.db) {
-        Ok(chosen) => cli.backend = Some(chosen),
+    let cli = Cli::parse();
+    let spec = match store::spec(&cli) {
+        Ok(spec) => spec,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
-    }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -154,19 +155,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(backend::run(&cli)) {
+    match runtime.block_on(store::run(&cli, &spec)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-impl Cli {
-    /// The backend to open: `--backend`, after [`backend::resolve`] filled it in.
-    fn backend(&self) -> backend::Backend {
-        self.backend.unwrap_or_default()
     }
 }
 
@@ -177,11 +171,11 @@ impl Command {
         match self {
             Command::Webindex { command } => matches!(
                 command,
-                webindex_cmd::WebindexCommand::Stats | webindex_cmd::WebindexCommand::Query { .. }
+                webindex::WebindexCommand::Stats | webindex::WebindexCommand::Query(_)
             ),
             Command::Scan(_) | Command::Status => true,
             Command::Observers { command } => {
-                matches!(command, observers_cmd::ObserversCommand::List)
+                matches!(command, observers::ObserversCommand::List)
             }
             _ => false,
         }
@@ -189,26 +183,26 @@ impl Command {
 }
 
 /// Runs `cli`'s command on an opened store. `oracle` is the store cluster's own (PD's TSO), if
-/// any; `--oracle` overrides it.
+/// any; `--oracle` overrides it. `db` is the store's directory, if it has one (where a server
+/// records itself).
 pub async fn dispatch<S: percolator_core::RowStore>(
     store: std::sync::Arc<S>,
     oracle: Option<std::sync::Arc<dyn percolator_core::TimestampOracle>>,
     cli: &Cli,
+    db: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
-    let oracle = oracle_cmd::remote(&cli.oracle)?.or(oracle);
+    let oracle = oracle::remote(&cli.oracle)?.or(oracle);
     match &cli.command {
-        Command::Oracle { command } => oracle_cmd::run(store, command).await,
-        Command::Webindex { command } => webindex_cmd::run(store, oracle, command, &cli.db).await,
-        Command::Scan(args) => debug_cmd::scan(store, args).await,
-        Command::Status => debug_cmd::status(store, oracle).await,
-        Command::Gc(args) => gc_cmd::run(store, oracle, args).await,
-        Command::Compact(_) => compact_cmd::not_applicable(&cli.backend().to_string(), &cli.db),
-        Command::Observers { command } => observers_cmd::run(store, oracle, command).await,
-        Command::Bank(args) => bank_cmd::run(store, oracle, args).await,
-        Command::Serve(args) => {
-            let db = cli.backend().has_db_dir().then_some(cli.db.as_path());
-            serve_cmd::run(store, oracle, args, db).await
-        }
+        Command::Oracle { command } => oracle::run(store, command).await,
+        Command::Webindex { command } => webindex::run(store, oracle, command).await,
+        Command::Scan(args) => debug::scan(store, args).await,
+        Command::Status => debug::status(store, oracle).await,
+        Command::Gc(args) => gc::run(store, oracle, args).await,
+        // `store::run` compacts before it opens anything (compaction is offline).
+        Command::Compact(_) => Err("compact: the store is open; it compacts only offline".into()),
+        Command::Observers { command } => observers::run(store, oracle, command).await,
+        Command::Bank(args) => bank::run(store, oracle, args).await,
+        Command::Serve(args) => serve::run(store, oracle, args, db).await,
     }
 }
 

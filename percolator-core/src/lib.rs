@@ -29,7 +29,7 @@
 //! Core never depends on a backend; transactions are generic over [`RowStore`].
 
 pub mod backoff;
-pub mod embedded;
+pub mod dyn_store;
 pub mod error;
 pub mod gc;
 pub mod histogram;
@@ -60,6 +60,7 @@ pub mod fault {
     pub use crate::txn::fault::{CommitHook, CommitStep, HookAction};
 }
 
+pub use dyn_store::DynStore;
 pub use error::{Error, Result, StoreError};
 #[cfg(feature = "fault-injection")]
 pub use fault::{CommitHook, CommitStep, HookAction};

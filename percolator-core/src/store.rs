@@ -532,13 +532,6 @@ pub trait RowStore: Send + Sync + 'static {
     /// wrapper returns the id of the store it wraps.
     fn store_id(&self) -> String;
 
-    /// The timestamp oracle every process on this store uses, if the store's cluster has one
-    /// (TiKV: PD's TSO). A client built without an explicit oracle takes it before anything
-    /// else. `None` by default; a wrapper returns the wrapped store's.
-    fn cluster_oracle(&self) -> Option<std::sync::Arc<dyn crate::oracle::TimestampOracle>> {
-        None
-    }
-
     /// Reads several families of one row as one consistent snapshot; one result per
     /// [`ReadRow::reads`] entry, each ordered by column then newest first.
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError>;

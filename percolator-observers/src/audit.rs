@@ -5,8 +5,8 @@
 //! (`c:ack_O`), made by a transaction that started at `s`. The change it handled is the latest
 //! commit of `c` at or before `s`. The paper's guarantee is that two committed runs never handle
 //! the same change: a second run either reads the first one's ack and skips, or conflicts on the
-//! ack column with it. So two acks mapping to one change are a doubled observer commit. (Until
-//! garbage collection exists, every write record is still there to audit.)
+//! ack column with it. So two acks mapping to one change are a doubled observer commit. (Only
+//! the write records garbage collection has kept can be audited.)
 
 use std::ops::Bound;
 

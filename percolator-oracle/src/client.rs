@@ -344,7 +344,7 @@ impl Driver {
                 // Callers just handed their timestamps usually ask again at once: let them run
                 // first (a few scheduler turns at most), so that they join this request instead
                 // of each costing a round trip of its own. Running on another worker thread,
-                // they come back a little later; one yield caught about 4 in 5 of them.
+                // they come back a little later: one yield catches most of them, not all.
                 let mut yields = 0;
                 while self.pending.len() < self.last_answered && yields < MAX_GATHER_YIELDS {
                     tokio::task::yield_now().await;

@@ -68,9 +68,6 @@ impl RowStore for ProcessView {
             self.process
         )
     }
-    fn cluster_oracle(&self) -> Option<Arc<dyn TimestampOracle>> {
-        None
-    }
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         self.reachable()?;
         self.store.read_row(request).await

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use percolator_backend_mem::MemStore;
+use percolator_bench::webindex::relevance;
 use percolator_observers::conformance::{test_client, test_runtime_config};
 use percolator_server::wire::PageIn;
 use percolator_server::{Remote, Server, ServerConfig};
-use percolator_webindex::relevance;
 
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]

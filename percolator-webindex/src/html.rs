@@ -729,7 +729,7 @@ mod tests {
     #[test]
     fn bytes_that_are_not_utf8_are_decoded_in_the_detected_encoding() {
         // Not UTF-8 and nothing declared: a single-byte Western encoding is detected, where a
-        // lossy UTF-8 decoding gave "caf\u{fffd}" and split the words.
+        // lossy UTF-8 decoding gives "caf\u{fffd}" and splits the words.
         let page = parse_page(BASE, b"<title>caf\xe9 ok</title><p>na\xefve</p>");
         assert_eq!(page.title, "caf\u{e9} ok");
         assert!(page.terms.contains("caf\u{e9}"), "{:?}", page.terms);

@@ -7,22 +7,18 @@
 //! Inputs ([`sources`], [`synthetic`], [`warc`]) become crawled pages; [`load`] writes them into
 //! `documents:raw` one transaction each; the observers of [`pipeline`] then process documents,
 //! cluster duplicates, invert links and export a term index, each step triggered by the one
-//! before through notifications. [`check`](mod@check) verifies the invariants whenever nothing is pending,
-//! [`search`](mod@search) answers ranked queries, [`relevance`] measures how well, and
-//! [`freshness`] is the paper's Figure 7 in miniature. [`schema`] is the table layout and
-//! [`terms`] the term statistics the index ranks with.
+//! before through notifications. [`check`](mod@check) verifies the invariants whenever nothing
+//! is pending, and [`search`](mod@search) answers ranked queries. [`schema`] is the table layout
+//! and [`terms`] the term statistics the index ranks with. Experiments on the pipeline
+//! (freshness, the soak, the scale run, the relevance test set) are `percolator-bench`'s.
 
 pub mod check;
-pub mod freshness;
 pub mod html;
 pub mod load;
 pub mod pipeline;
 pub mod postings;
-pub mod relevance;
-pub mod scale;
 pub mod schema;
 pub mod search;
-pub mod soak;
 pub mod sources;
 pub mod synthetic;
 pub mod terms;

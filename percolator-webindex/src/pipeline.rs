@@ -12,7 +12,7 @@
 //!    the anchor terms (`anchor_terms`) of the target's canonical duplicate, taking back what it
 //!    added before (the target's `forwarded` cell), there or at a former canonical. The anchor
 //!    texts themselves stay in the target's `links` row: a copy per anchor at the canonical
-//!    cost a write per link and a scan of every anchor at the canonical per run.
+//!    would cost a write per link and a scan of every anchor at the canonical per run.
 //! 4. [`Exporter`] (strong, `clusters:canonical`): records the cluster's canonical document and
 //!    its terms (`clusters:exported`) and queues the cluster in its index shard
 //!    (`index_queue`), weakly notifying the shard.

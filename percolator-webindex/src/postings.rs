@@ -1,7 +1,7 @@
 //! Posting chunks: how the term index stores its postings, many to a cell.
 //!
-//! A cell per posting made every exported page cost about 1 400 transactional writes (one per
-//! distinct term), and the index most of the bytes stored. Instead, the inverter
+//! A cell per posting would make every exported page cost over a thousand transactional writes
+//! (one per distinct term), and the index most of the bytes stored. Instead, the inverter
 //! ([`crate::pipeline::Inverter`]) applies the clusters queued in one index shard as a batch,
 //! and the batch becomes a **chunk**:
 //!
@@ -12,11 +12,11 @@
 //!   [`RARE_POSTINGS`] of them, else in its **rare-term bucket**'s cell ([`RareChunk`], row =
 //!   [`rare_row`], one of [`RARE_BUCKETS`]), shared with the other rare terms of that bucket.
 //!
-//! Most of a batch's distinct terms are rare in it (a Zipf vocabulary: of the ~47 000 terms of
-//! 170 realistic pages, ~42 000 have fewer than 8 postings), and every cell costs a lock, a
-//! write record, and its share of flushes and compactions; buckets cut a batch's cells about
-//! fourfold (index cells of a 10 000-page run: 1.5–2.5 M to 0.5 M). A query reads the term's
-//! row and its bucket's row, and decodes only the term's entry of each bucket cell.
+//! Most of a batch's distinct terms are rare in it (a Zipf vocabulary: the great majority of
+//! the terms of a batch of realistic pages have fewer than 8 postings), and every cell costs a
+//! lock, a write record, and its share of flushes and compactions; buckets cut a batch's cells
+//! several times over. A query reads the term's row and its bucket's row, and decodes only the
+//! term's entry of each bucket cell.
 //!
 //! A batch writes only new cells, without reading any (blind writes cannot conflict, and cost
 //! no reads); only a cluster that changes or leaves after it was inverted has its postings
@@ -190,9 +190,9 @@ pub const RARE_SHARE: usize = 32;
 
 /// Below how many postings a term is rare in a chunk of `clusters` clusters: [`RARE_POSTINGS`],
 /// or 1 in [`RARE_SHARE`] clusters in large chunks. In a Zipf vocabulary the terms with few
-/// postings grow with the chunk (of a 1 000-cluster chunk's ~60 000 terms, ~30 000 have 8
-/// postings or more, but only ~15 000 have 32), while a bucket's cell stays small (about 80
-/// postings in 1 000 clusters over 4 096 buckets).
+/// postings grow with the chunk (in a large chunk, far more terms reach 8 postings than reach
+/// 32), while a bucket's cell stays small (about 80 postings in 1 000 clusters over 4 096
+/// buckets).
 pub fn rare_limit(clusters: usize) -> usize {
     (clusters / RARE_SHARE).max(RARE_POSTINGS)
 }

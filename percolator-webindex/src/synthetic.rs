@@ -501,7 +501,7 @@ type Word = std::borrow::Cow<'static, str>;
 
 /// Every word of the vocabulary of `size` words ([`VOCABULARY_SIZE`] or more), made once per
 /// process: rendering a realistic page draws about 2 000 words, and building each from its
-/// syllables took a quarter of the rendering time.
+/// syllables would take a large part of the rendering time.
 fn vocabulary_table(size: usize) -> &'static [String] {
     static SMALL: OnceLock<Vec<String>> = OnceLock::new();
     static LARGE: OnceLock<Vec<String>> = OnceLock::new();
@@ -856,7 +856,7 @@ mod tests {
         // The parser keeps at most 100 distinct targets; pages carry 20–200 links.
         let (fewest, most) = (links.iter().min().unwrap(), links.iter().max().unwrap());
         assert!(*fewest >= 10 && *most >= 90, "{fewest}..{most} links");
-        // 200 terms per page are kept (the parser's cap), drawn from 60 000 words.
+        // Every term of a page is kept, drawn from 60 000 words.
         assert!(vocabulary.len() > 15_000, "{} words", vocabulary.len());
         let duplicated: usize = hashes.values().filter(|&&n| n > 1).sum();
         assert!(

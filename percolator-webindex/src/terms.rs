@@ -35,7 +35,7 @@ pub fn tokens(lowercase: &str) -> Tokens<'_> {
 }
 
 /// The iterator [`tokens`] returns. ASCII bytes are classified without decoding a char: page
-/// text is mostly ASCII, and splitting it was a tenth of the document processor's work.
+/// text is mostly ASCII, and splitting it is a sizeable part of the document processor's work.
 #[derive(Debug, Clone)]
 pub struct Tokens<'a> {
     text: &'a str,
@@ -122,7 +122,7 @@ impl PageTerms {
     pub fn of(title: &str, body: &str) -> Self {
         // Counted in a hash map of borrowed terms, sorted once at the end: a page has thousands
         // of tokens and some hundreds of distinct terms, so an owned key per token and a tree
-        // walk per token were most of the indexing's text work.
+        // walk per token would be most of the indexing's text work.
         let lower = [title.to_lowercase(), body.to_lowercase()];
         let mut length = 0u32;
         // Seeded per process (foldhash): the keys are crawled text, so a fixed hash function
@@ -194,10 +194,9 @@ impl PageTerms {
 
 /// A [`PageTerms`] cell read in place: the same terms and counts as [`PageTerms::decode`], without
 /// an owned string or a tree node per term. The inverter reads a thousand exported pages per
-/// run, most of whose terms are already in its batch, so decoding each into a `PageTerms` was a
-/// quarter of its work. The lines are parsed once, into borrowed terms: parsing them once to
-/// check their order and again for the postings took 5.3% of a 10 000-page index run's CPU
-/// samples, and the inverter 14.5%; parsed once, 2.2% and 10.3%.
+/// run, most of whose terms are already in its batch, so decoding each into a `PageTerms` would
+/// be a large part of its work. The lines are parsed once, into borrowed terms: parsing them
+/// once to check their order and again for the postings costs the inverter markedly more.
 #[derive(Debug, Clone)]
 pub struct PageTermsView<'a> {
     /// As [`PageTerms::length`].

@@ -2,7 +2,7 @@
 //! WARC file, and a copy that names its original with `<link rel="canonical">`, each checked against every invariant of the index (`check`) and by queries.
 //!
 //! The cases are plain async functions over a `StoreFactory`; `backend_tests!` instantiates them
-//! for mem, sled, the TiKV double and an etcd cluster (the backends' own conformance factories;
+//! for mem, sled, fjall, the TiKV double and an etcd cluster (the backends' own conformance factories;
 //! etcd's tests skip, saying why, where etcd is not installed).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -85,7 +85,7 @@ pub async fn webindex_synthetic_with_recrawls<F: StoreFactory>(factory: &F) {
         .unwrap()
         .unwrap();
     let terms = webindex::terms::PageTerms::decode(&terms);
-    // Its alphabetically last term (on a large page, past where the old 200-term cap cut).
+    // Its alphabetically last term (on a large page, far down its terms: every term is indexed).
     let term = terms.counts.keys().last().unwrap().clone();
     let results = search(&client, &term, 1000).await;
     assert!(
@@ -288,6 +288,7 @@ macro_rules! backend_tests {
 backend_tests!(
     mem => percolator_backend_mem::conformance::MemFactory,
     sled => percolator_backend_sled::conformance::SledFactory::default(),
+    fjall => percolator_backend_fjall::conformance::FjallFactory::default(),
     tikv_fake => percolator_backend_tikv::conformance::FakeTikvFactory,
     etcd => percolator_backend_etcd::conformance::EtcdFactory::from_env(),
 );

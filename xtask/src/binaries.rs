@@ -5,7 +5,7 @@
 //! `-p percolator-bench` and `-p percolator-cli` each build their own copy of every crate
 //! whose features differ, and in a dev build neither matches the test build CI has just made
 //! (`cargo test --workspace` unifies dev-dependency features, tokio's `test-util` for one), so
-//! each step recompiled tokio, sled and everything above them. Building once, with the same
+//! each step would recompile tokio, sled and everything above them. Building once, with the same
 //! selection as the test build in dev mode, and running the executables cargo reports, reuses
 //! what is already built.
 
@@ -19,8 +19,8 @@ use crate::runner::cargo;
 /// How the executables are built.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum Profile {
-    /// `--release`: the figures worth reporting.
-    Release,
+    /// `--profile dist` (fat LTO, one codegen unit): the figures worth reporting.
+    Dist,
     /// The dev profile with `cargo test --workspace`'s target selection (lib, bins, tests,
     /// examples), so every dependency is shared with the test build: a smoke run.
     DevLikeTests,
@@ -28,9 +28,9 @@ pub enum Profile {
 
 /// Paths of the built executables.
 pub struct Binaries {
-    /// `percolator-bench` (micro, contention, TPC-E-style).
+    /// `percolator-bench`: every benchmark.
     bench: PathBuf,
-    /// `percolator` (the freshness experiment).
+    /// `percolator`: the worker and oracle processes of Figure 10.
     percolator: PathBuf,
 }
 
@@ -38,11 +38,6 @@ impl Binaries {
     /// A command running `percolator-bench`.
     pub fn bench(&self) -> Command {
         Command::new(&self.bench)
-    }
-
-    /// A command running the `percolator` CLI.
-    pub fn percolator(&self) -> Command {
-        Command::new(&self.percolator)
     }
 
     /// Where the `percolator` CLI is (for benchmarks that start it as worker processes).
@@ -55,9 +50,10 @@ impl Binaries {
 pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
     let mut args = vec!["build", "--message-format=json-render-diagnostics"];
     match profile {
-        Profile::Release => {
+        Profile::Dist => {
             args.extend([
-                "--release",
+                "--profile",
+                "dist",
                 "-p",
                 "percolator-bench",
                 "-p",
@@ -69,8 +65,20 @@ pub fn build_args(profile: Profile, tikv: bool) -> Vec<&'static str> {
             args.extend(["--workspace", "--lib", "--bins", "--tests", "--examples"]);
         }
     }
-    if tikv {
-        args.extend(["--features", "percolator-bench/tikv,percolator-cli/tikv"]);
+    // Every backend the benchmarks measure: sled is not a default feature of the binaries (the
+    // dev build gets it through their dev-dependencies, as the test build does).
+    match (profile, tikv) {
+        (Profile::Dist, false) => {
+            args.extend(["--features", "percolator-bench/sled,percolator-cli/sled"])
+        }
+        (Profile::Dist, true) => args.extend([
+            "--features",
+            "percolator-bench/sled,percolator-cli/sled,percolator-bench/tikv,percolator-cli/tikv",
+        ]),
+        (Profile::DevLikeTests, true) => {
+            args.extend(["--features", "percolator-bench/tikv,percolator-cli/tikv"]);
+        }
+        (Profile::DevLikeTests, false) => {}
     }
     args
 }
@@ -173,9 +181,10 @@ mod tests {
         for a in ["--workspace", "--lib", "--bins", "--tests", "--examples"] {
             assert!(args.contains(&a), "{a} missing from {args:?}");
         }
-        assert!(!args.contains(&"--release"));
-        let release = build_args(Profile::Release, true);
-        assert!(release.contains(&"--release"));
-        assert!(release.contains(&"percolator-bench/tikv,percolator-cli/tikv"));
+        assert!(!args.contains(&"--profile"));
+        let dist = build_args(Profile::Dist, true);
+        assert!(dist.windows(2).any(|w| w == ["--profile", "dist"]));
+        assert!(dist.iter().any(|a| a.contains("percolator-bench/tikv")));
+        assert!(dist.iter().any(|a| a.contains("percolator-bench/sled")));
     }
 }

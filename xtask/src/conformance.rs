@@ -2,98 +2,60 @@
 
 use std::time::Instant;
 
-use crate::Backend;
+use percolator_registry::catalogue::{self, ConformanceTarget, Server};
+
 use crate::runner::{Counts, run_tests};
 
-/// One conformance target.
-struct Target {
-    backend: Backend,
-    name: &'static str,
-    package: &'static str,
-    binary: &'static str,
-    /// Needs a PD address; compiled with the `cluster-tests` feature.
-    cluster: bool,
-    /// Runs against a local etcd cluster that xtask starts for it.
-    etcd: bool,
+/// Every conformance target of every backend in the registry's catalogue, in report order,
+/// with the backend's package.
+fn targets() -> impl Iterator<Item = (&'static str, &'static ConformanceTarget)> {
+    catalogue::BACKENDS
+        .iter()
+        .flat_map(|b| b.conformance.iter().map(move |t| (b.package, t)))
 }
 
-/// Every conformance target, in report order.
-const TARGETS: &[Target] = &[
-    Target {
-        backend: Backend::Mem,
-        name: "mem",
-        package: "percolator-backend-mem",
-        binary: "conformance",
-        cluster: false,
-        etcd: false,
-    },
-    Target {
-        backend: Backend::Sled,
-        name: "sled",
-        package: "percolator-backend-sled",
-        binary: "conformance",
-        cluster: false,
-        etcd: false,
-    },
-    Target {
-        backend: Backend::Fjall,
-        name: "fjall",
-        package: "percolator-backend-fjall",
-        binary: "conformance",
-        cluster: false,
-        etcd: false,
-    },
-    Target {
-        backend: Backend::TikvFake,
-        name: "tikv-fake",
-        package: "percolator-backend-tikv",
-        binary: "conformance_fake",
-        cluster: false,
-        etcd: false,
-    },
-    Target {
-        backend: Backend::Tikv,
-        name: "tikv",
-        package: "percolator-backend-tikv",
-        binary: "conformance_cluster",
-        cluster: true,
-        etcd: false,
-    },
-    Target {
-        backend: Backend::Etcd,
-        name: "etcd (3 members)",
-        package: "percolator-backend-etcd",
-        binary: "conformance",
-        cluster: false,
-        etcd: true,
-    },
-];
+/// Whether `choice` (`all`, a backend's name or a target's label) selects `target` of `package`.
+fn selected(choice: &str, package: &str, target: &ConformanceTarget) -> bool {
+    choice == "all"
+        || choice == target.label
+        || catalogue::backend(choice).is_some_and(|b| b.package == package)
+}
 
-pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, String> {
+/// The names `--backend` accepts.
+pub fn choices() -> Vec<&'static str> {
+    let mut names = vec!["all"];
+    names.extend(catalogue::BACKENDS.iter().map(|b| b.name));
+    names.extend(targets().map(|(_, t)| t.label));
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+pub fn conformance(choice: &str, pd: Option<String>) -> Result<Counts, String> {
     let pd = pd
         .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
         .filter(|p| !p.trim().is_empty());
     let mut rows = Vec::new();
     let mut total = Counts::default();
-    for target in TARGETS {
-        if backend != Backend::All && backend != target.backend {
+    for (package, target) in targets() {
+        if !selected(choice, package, target) {
             continue;
         }
         let mut skip = |reason: &'static str| {
-            println!("== conformance: {}: SKIPPED, {reason}", target.name);
+            println!("== conformance: {}: SKIPPED, {reason}", target.label);
             total.skipped += 1;
             let counts = Counts {
                 skipped: 1,
                 ..Counts::default()
             };
-            rows.push((target.name, counts, None, Some(reason)));
+            rows.push((target.label, counts, None, Some(reason)));
         };
-        if target.cluster && pd.is_none() {
+        if target.needs == Server::TikvPd && pd.is_none() {
             skip("no PD address (pass --pd HOST:PORT or set PERCOLATOR_TIKV_PD)");
             continue;
         }
         // etcd: one 3-member cluster on loopback for the whole binary, handed over by address.
-        let cluster = if target.etcd {
+        let cluster = if target.needs == Server::Etcd {
             match crate::cluster::for_tests()? {
                 Ok(cluster) => Some(cluster),
                 Err(reason) => {
@@ -104,7 +66,7 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
         } else {
             None
         };
-        println!("== conformance: {} ({})", target.name, target.package);
+        println!("== conformance: {} ({package})", target.label);
         let started = Instant::now();
         let filter = format!("binary({})", target.binary);
         let mut extra = Vec::new();
@@ -113,16 +75,16 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
         if let Some(endpoints) = &endpoints {
             env.push((crate::cluster::ENDPOINTS_VAR, endpoints.as_str()));
         }
-        if target.cluster {
+        if target.needs == Server::TikvPd {
             // Qualified: nextest builds the whole workspace (see `run_tests`).
             extra.extend(["--features", "percolator-backend-tikv/cluster-tests"]);
             if let Some(pd) = &pd {
                 env.push(("PERCOLATOR_TIKV_PD", pd.as_str()));
             }
         }
-        let counts = run_tests(&[target.package], Some(&filter), &extra, &env)?;
+        let counts = run_tests(&[package], Some(&filter), &extra, &env)?;
         drop(cluster);
-        rows.push((target.name, counts, Some(started.elapsed()), None));
+        rows.push((target.label, counts, Some(started.elapsed()), None));
         total.add(counts);
     }
     println!();
@@ -145,4 +107,25 @@ pub fn conformance(backend: Backend, pd: Option<String>) -> Result<Counts, Strin
         total.passed, total.failed, total.skipped
     );
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backend_name_selects_every_target_of_its_crate() {
+        let chosen = |choice: &str| -> Vec<&str> {
+            targets()
+                .filter(|(p, t)| selected(choice, p, t))
+                .map(|(_, t)| t.label)
+                .collect()
+        };
+        assert_eq!(chosen("tikv"), ["tikv-fake", "tikv"]);
+        assert_eq!(chosen("tikv-fake"), ["tikv-fake"]);
+        assert_eq!(chosen("fjall"), ["fjall"]);
+        assert_eq!(chosen("all").len(), targets().count());
+        assert!(chosen("nosuch").is_empty());
+        assert!(choices().contains(&"etcd") && choices().contains(&"all"));
+    }
 }

@@ -12,8 +12,12 @@
 //!   check with the declared minimum Rust version (installed with rustup when missing), the
 //!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
-//! - `cargo xtask bench [--backend mem|sled|tikv|all] [--quick] [--freshness [--docs N] [--hour-secs S] [--rates R] | --figure10 | --scale [--docs N]] [--dev-build]`: the benchmarks;
-//!   tables on stdout, JSON and SVG plots under `target/bench/`.
+//! - `cargo xtask bench [--backend NAME|all] [--quick] [--freshness [--docs N] [--hour-secs S]
+//!   [--rates R]] [--figure10] [--scale [--docs N]] [--dev-build]`: the benchmarks; tables on
+//!   stdout, JSON and SVG plots under `target/bench/`. `cargo xtask bench --report` writes
+//!   `docs/benchmarks.md` and README's results table from that JSON.
+//!
+//! Backends come from `percolator-registry`'s catalogue: adding one needs no change here.
 
 mod bench;
 mod binaries;
@@ -25,7 +29,7 @@ mod runner;
 
 use std::process::ExitCode;
 
-use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(about = "percolator-rs project automation")]
@@ -38,9 +42,10 @@ struct Cli {
 enum Cmd {
     /// Run the conformance suite against one backend or all of them.
     Conformance {
-        /// Which backend.
-        #[arg(long, value_enum, default_value_t = Backend::All)]
-        backend: Backend,
+        /// `all`, a backend (every conformance target of its crate) or one target
+        /// (`tikv-fake`).
+        #[arg(long, default_value = "all", value_parser = clap::builder::PossibleValuesParser::new(conformance::choices()))]
+        backend: String,
         /// PD endpoint(s) of a TiKV cluster for `tikv` (comma-separated); defaults to
         /// `PERCOLATOR_TIKV_PD`.
         #[arg(long)]
@@ -56,9 +61,9 @@ enum Cmd {
     /// Benchmarks: results as markdown tables, JSON and SVG plots under `target/bench/`.
     #[command(group(ArgGroup::new("sized").args(["scale", "freshness"]).multiple(true)))]
     Bench {
-        /// Which backend(s).
-        #[arg(long, value_enum, default_value_t = bench::BenchBackend::All)]
-        backend: bench::BenchBackend,
+        /// `all` or one backend.
+        #[arg(long, default_value = "all")]
+        backend: String,
         /// Small sizes: a smoke run that ends in a couple of minutes.
         #[arg(long)]
         quick: bool,
@@ -69,7 +74,7 @@ enum Cmd {
         #[arg(long, conflicts_with = "freshness")]
         figure10: bool,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
-        /// embedded backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
+        /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
         scale: bool,
         /// Pages for `--scale` (default 50 000; 1 000 with `--quick`) or repository size for
@@ -89,87 +94,65 @@ enum Cmd {
         /// PD endpoint(s) for `--backend tikv`; defaults to `PERCOLATOR_TIKV_PD`.
         #[arg(long)]
         pd: Option<String>,
+        /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
+        /// reports already in `target/bench/` (full runs of the dist profile only).
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "dev_build"])]
+        report: bool,
     },
-}
-
-#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Backend {
-    Mem,
-    Sled,
-    /// The fjall LSM engine.
-    Fjall,
-    /// TiKV mapping over the in-process TiKV double.
-    TikvFake,
-    /// A real TiKV cluster (needs a PD address).
-    Tikv,
-    /// A 3-member etcd cluster that xtask starts on loopback (needs `etcd` installed).
-    Etcd,
-    All,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Cmd::Bench {
-        backend,
-        quick,
-        freshness,
-        figure10,
-        scale,
-        docs,
-        hour_secs,
-        rates,
-        dev_build,
-        pd,
-    } = cli.command
-    {
-        let only = if freshness {
-            Some(bench::Only::Freshness(bench::FreshnessSize {
-                docs,
-                hour_secs,
-                rates,
-            }))
-        } else if figure10 {
-            Some(bench::Only::Figure10)
-        } else if scale {
-            Some(bench::Only::Scale { docs })
-        } else {
-            None
-        };
-        return match bench::bench(backend, quick, only, dev_build, pd) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("xtask bench: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Cmd::Cluster { command } = cli.command {
-        return match cluster::cluster(command) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("xtask cluster: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
     let result = match cli.command {
-        Cmd::Bench { .. } | Cmd::Cluster { .. } => unreachable!("handled above"),
-        Cmd::Conformance { backend, pd } => conformance::conformance(backend, pd),
-        Cmd::Ci => ci::ci().inspect(|c| {
-            println!();
-            println!(
-                "ci: {} passed, {} failed, {} skipped",
-                c.passed, c.failed, c.skipped
-            );
-        }),
+        Cmd::Bench { report: true, .. } => bench::report::report().map(|()| None),
+        Cmd::Bench {
+            backend,
+            quick,
+            freshness,
+            figure10,
+            scale,
+            docs,
+            hour_secs,
+            rates,
+            dev_build,
+            pd,
+            report: false,
+        } => {
+            let only = if freshness {
+                bench::Only::Freshness(bench::FreshnessSize {
+                    docs,
+                    hour_secs,
+                    rates,
+                })
+            } else if figure10 {
+                bench::Only::Figure10
+            } else if scale {
+                bench::Only::Scale { docs }
+            } else {
+                bench::Only::All
+            };
+            bench::bench(&backend, quick, only, dev_build, pd).map(|()| None)
+        }
+        Cmd::Cluster { command } => cluster::cluster(command).map(|()| None),
+        Cmd::Conformance { backend, pd } => conformance::conformance(&backend, pd).map(Some),
+        Cmd::Ci => ci::ci()
+            .inspect(|c| {
+                println!();
+                println!(
+                    "ci: {} passed, {} failed, {} skipped",
+                    c.passed, c.failed, c.skipped
+                );
+            })
+            .map(Some),
     };
     match result {
-        Ok(c) if c.failed == 0 && c.passed > 0 => ExitCode::SUCCESS,
-        Ok(c) if c.passed == 0 => {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(c)) if c.failed == 0 && c.passed > 0 => ExitCode::SUCCESS,
+        Ok(Some(c)) if c.passed == 0 => {
             eprintln!("xtask: no test ran");
             ExitCode::FAILURE
         }
-        Ok(_) => ExitCode::FAILURE,
+        Ok(Some(_)) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE

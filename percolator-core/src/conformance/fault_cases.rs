@@ -949,7 +949,7 @@ pub async fn notifications_committed_during_a_run_stay_pending<F: StoreFactory>(
 
 /// A backlog of notify versions on one cell larger than a row mutation may hold (etcd's
 /// `--max-txn-ops`) is cleared in several mutations: none of them over the limit, and nothing
-/// left (a single mutation failed every time, so a busy cell's backlog only grew).
+/// left (a single mutation would fail every time, so a busy cell's backlog would only grow).
 pub async fn clearing_a_backlog_larger_than_a_row_mutation<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let watched = crate::txn::ObservedColumn::weak(TABLE, "queue");

@@ -343,9 +343,6 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
     fn store_id(&self) -> String {
         self.inner.store_id()
     }
-    fn cluster_oracle(&self) -> Option<std::sync::Arc<dyn crate::oracle::TimestampOracle>> {
-        self.inner.cluster_oracle()
-    }
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
         self.read_fault()?;

@@ -139,7 +139,7 @@ pub async fn collects_history_below_the_safe_point<F: StoreFactory>(factory: &F)
     );
     // A second run finds nothing more, and the safe point never goes back.
     let again = gc(&c).await;
-    assert_eq!(again.total().cells_deleted(), 0, "{}", again.table());
+    assert_eq!(again.total().cells_deleted(), 0, "{again:?}");
     assert!(again.safe_point >= report.safe_point);
     let dry = c
         .gc(
@@ -311,7 +311,7 @@ pub async fn late_prewrites_after_gc_still_fail<F: StoreFactory>(factory: &F) {
     put(&b, "s", Some("new")).await;
     let report = gc(&b).await;
     assert!(report.safe_point > zombie_ts);
-    assert!(report.total().rollbacks_deleted >= 1, "{}", report.table());
+    assert!(report.total().rollbacks_deleted >= 1, "{report:?}");
     release.notify_one();
     let err = commit.await.unwrap().unwrap_err();
     assert!(
@@ -365,7 +365,7 @@ pub async fn resolves_old_locks_and_dead_leases<F: StoreFactory>(factory: &F) {
     let live = client_with(&store, fast_config()).await;
     assert_eq!(live.locks(TABLE).await.unwrap().len(), 2);
     let report = gc(&live).await;
-    assert_eq!(report.total().locks_resolved, 2, "{}", report.table());
+    assert_eq!(report.total().locks_resolved, 2, "{report:?}");
     assert!(live.locks(TABLE).await.unwrap().is_empty());
     assert!(report.leases_deleted >= 1);
     assert_dead_lease_gone(&store, dead_id, live.worker_id()).await;
@@ -440,15 +440,10 @@ pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F
         .gc(&eager().with_dry_run(true), |_| {})
         .await
         .unwrap();
-    assert_eq!(dry.total().notifications_deleted, 3, "{}", dry.table());
+    assert_eq!(dry.total().notifications_deleted, 3, "{dry:?}");
     assert_eq!(stored(store.as_ref(), TABLE, Family::Notify).await, 6);
     let report = gc(&writer).await;
-    assert_eq!(
-        report.total().notifications_deleted,
-        3,
-        "{}",
-        report.table()
-    );
+    assert_eq!(report.total().notifications_deleted, 3, "{report:?}");
     let left = writer
         .scan_notifications(TABLE, Bound::Unbounded, Bound::Unbounded, None)
         .await
@@ -510,7 +505,7 @@ pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
         }
     }
     let report = gc(&c).await;
-    assert_eq!(report.total().acks_deleted, 1, "{}", report.table());
+    assert_eq!(report.total().acks_deleted, 1, "{report:?}");
     let t = c.begin().await.unwrap();
     assert_eq!(t.ack(TABLE, "dead", "o", "watched").await.unwrap(), None);
     assert!(

@@ -177,8 +177,8 @@ pub async fn bank_transfers_with_crashes<F: StoreFactory>(factory: &F) {
 }
 
 /// Many concurrent committers with durable commits (every commit syncs the store): a smoke test
-/// of the backend's `sync` under concurrency. (sled's `flush_async` deadlocked against sled's
-/// transaction commit lock in the release-mode demo with 8 durable committers; this test did not
+/// of the backend's `sync` under concurrency. (sled's `flush_async` can deadlock against sled's
+/// transaction commit lock with a handful of durable committers; this test does not reliably
 /// reproduce that hang, so it guards the grouped `sync` only loosely.)
 pub async fn durable_concurrent_commits<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
@@ -232,8 +232,8 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
     // Every client below draws its timestamps from the store's one oracle in this process, and
     // that oracle is opened here on the store beneath the fault layer: it syncs its persisted
     // window on its own, and a failed sync there (a retryable error for whichever transfer or
-    // snapshot asked) is no commit's, yet counted among the syncs that failed (it happened on
-    // etcd: 6 failed syncs, 5 commits reported not durable).
+    // snapshot asked) is no commit's, yet would count among the syncs that failed, leaving more
+    // failed syncs than commits reported not durable.
     let _oracle = crate::oracle::shared_local_oracle(&inner)
         .await
         .expect("oracle");
@@ -305,8 +305,8 @@ pub async fn bank_transfers_over_faulty_store<F: StoreFactory>(factory: &F) {
         snapshots += s;
     }
     // The faults are drawn at random, and the interleaving decides which draw meets which
-    // call: a run can end before one kind struck (it happened: no batch dropped in 120
-    // commits). More transfers, one at a time, until every kind has been met.
+    // call: a run can end before one kind struck (a run of over a hundred commits may drop no
+    // batch). More transfers, one at a time, until every kind has been met.
     let mut rng = worker_rng(seed, FAULTY_WORKERS);
     for extra in 0..EXTRA_TRANSFERS {
         let met = store.injected();

@@ -141,32 +141,14 @@ pub async fn second_oracle_never_interleaves<F: StoreFactory>(factory: &F) {
     assert!(third.timestamp().await.unwrap() > from_second);
 }
 
-/// On a store several processes can share, a client gets the cluster's own oracle (PD's TSO on
-/// TiKV) or one chosen explicitly: a per-process default would interleave with other
-/// processes' timestamps.
+/// On a store several processes can share, a client needs an oracle chosen explicitly (the
+/// oracle service, or the cluster's own such as PD's TSO on TiKV): a per-process default would
+/// interleave with other processes' timestamps. A store one process owns gets the local oracle
+/// by default.
 pub async fn shared_store_needs_an_explicit_oracle<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let built = Client::builder(Arc::clone(&store)).build().await;
-    if let Some(cluster) = store.cluster_oracle() {
-        // The cluster's own oracle (PD's TSO on TiKV) is every process's: taken by default.
-        let client = built.unwrap();
-        let mine = client.begin().await.unwrap().start_ts();
-        assert!(cluster.timestamp().await.unwrap() > mine);
-        // No local oracle was opened: it would have written its row in the store.
-        let row = store
-            .read_row(crate::store::ReadRow {
-                snapshot_ts: None,
-                table: bytes::Bytes::from_static(crate::tables::META_TABLE),
-                row: bytes::Bytes::from_static(crate::tables::ORACLE_ROW),
-                reads: vec![crate::store::FamilyRead::all(crate::store::Family::Data)],
-            })
-            .await
-            .unwrap();
-        assert!(
-            row.iter().all(Vec::is_empty),
-            "a local oracle was opened on a store whose cluster has its own"
-        );
-    } else if store.limits().distributed {
+    if store.limits().distributed {
         assert!(
             matches!(built, Err(Error::OracleRequired { .. })),
             "a client on a shared store got a per-process oracle by default"
@@ -201,9 +183,6 @@ impl<S: RowStore> RowStore for ForeignStore<S> {
     }
     fn store_id(&self) -> String {
         format!("{} seen from process {}", self.0.store_id(), self.1)
-    }
-    fn cluster_oracle(&self) -> Option<std::sync::Arc<dyn crate::oracle::TimestampOracle>> {
-        self.0.cluster_oracle()
     }
     async fn read_row(
         &self,

@@ -172,35 +172,6 @@ impl GcReport {
         }
         sum
     }
-
-    /// A markdown table, one line per table and a total.
-    pub fn table(&self) -> String {
-        let mut out = format!(
-            "safe point {} (was {}){}; {} live workers, {} dead workers' leases deleted\n\n\
-             | table | rows | locks resolved | locks left | writes deleted | rollbacks deleted | data deleted | unobserved notifications deleted | orphaned acks deleted |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-            self.safe_point,
-            self.previous_safe_point,
-            if self.dry_run { ", dry run" } else { "" },
-            self.live_workers,
-            self.leases_deleted
-        );
-        for t in self.tables.iter().chain(std::iter::once(&self.total())) {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                String::from_utf8_lossy(&t.table),
-                t.rows,
-                t.locks_resolved,
-                t.locks_left,
-                t.writes_deleted,
-                t.rollbacks_deleted,
-                t.data_deleted,
-                t.notifications_deleted,
-                t.acks_deleted
-            ));
-        }
-        out
-    }
 }
 
 /// Where a run is, for progress displays.

@@ -38,7 +38,7 @@ impl MarkRow {
         out.freeze()
     }
 
-    /// Parses the row; the 16-byte format of earlier versions (mark, owner) reads as held.
+    /// Parses the row; the 16-byte format (mark, owner) that older databases hold reads as held.
     pub(crate) fn decode(bytes: &Bytes) -> Result<Self> {
         let word = |i: usize| {
             bytes

@@ -117,9 +117,8 @@ impl<S: RowStore> ClientBuilder<S> {
         self
     }
 
-    /// Uses the store's process-wide [`crate::oracle::LocalOracle`] — unless the store's cluster
-    /// has an oracle of its own ([`RowStore::cluster_oracle`], PD's TSO on TiKV), which always
-    /// wins — on a store that several processes could share too: the caller states that this
+    /// Uses the store's process-wide [`crate::oracle::LocalOracle`] (unless [`Self::oracle`]
+    /// named one) on a store that several processes could share too: the caller states that this
     /// process is the only one allocating timestamps on it. (The oracle's lease keeps a second process from breaking
     /// snapshot isolation — it is refused — but it cannot make two processes work at once.)
     /// Stores one process owns (mem, sled) use it without being asked.
@@ -129,12 +128,12 @@ impl<S: RowStore> ClientBuilder<S> {
     }
 
     /// Registers the worker's liveness lease and starts refreshing it. The oracle is the one
-    /// given to [`Self::oracle`], else the store cluster's own ([`RowStore::cluster_oracle`]),
-    /// else the process-wide local one — which, on a store several processes can share
+    /// given to [`Self::oracle`] (a store cluster's own, such as PD's TSO on TiKV, is passed
+    /// there), else the process-wide local one — which, on a store several processes can share
     /// ([`crate::StoreLimits::distributed`]), must be asked for with [`Self::local_oracle`]:
     /// [`crate::Error::OracleRequired`] otherwise.
     pub async fn build(self) -> Result<Client<S>> {
-        let oracle = match self.oracle.or_else(|| self.store.cluster_oracle()) {
+        let oracle = match self.oracle {
             Some(o) => o,
             None if self.local_oracle || !self.store.limits().distributed => {
                 crate::oracle::shared_local_oracle(&self.store).await?

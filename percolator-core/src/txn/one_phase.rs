@@ -22,7 +22,7 @@
 //! The notify cells go in with the commit, so their value names the commit timestamp as well
 //! as the writer ([`NotifyRecord::committed_at`]): a run that consumes one knows without a
 //! status read whether its snapshot covers the change, in any process and after a restart
-//! (before, a 50 000-page index run read the status of every page the loader had written).
+//! (otherwise an index run would read the status of every page the loader wrote).
 //!
 //! The attempt never decides a failure by itself: on any failed condition it falls back to
 //! two-phase commit, which resolves dead locks, reports conflicts and takes a fresh commit

@@ -5,7 +5,7 @@
 //! the observer runtime clears it only once that transaction is known to be committed (at or
 //! before the run's snapshot) or rolled back: otherwise a run whose snapshot missed an
 //! uncommitted notifier would drop its change. Knowing means a status read at the primary: a
-//! range lookup of the primary's write records, 5% of all CPU of a 10 000-page index run on
+//! range lookup of the primary's write records, a noticeable share of an index run's CPU on
 //! fjall. But a commit is final once its commit point is reached, so the answer can be
 //! remembered:
 //! - this client records its own commits at their commit point (in one process most notifiers
@@ -16,7 +16,7 @@
 //!
 //! The record is bounded ([`CAPACITY`] transactions, the oldest forgotten first) and sharded by
 //! a hash of the start timestamp, so concurrent commits rarely meet on a lock and every shard
-//! fills alike. A forgotten transaction is looked up in the store as before.
+//! fills alike. A forgotten transaction's status is read from the store.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher as _;
@@ -58,7 +58,7 @@ impl std::fmt::Debug for RecentCommits {
 
 /// A check that a remembered start timestamp belongs to `primary`: start timestamps are unique,
 /// so this only guards against a caller's mix-up, and a fixed fast hash suffices (SipHash, here
-/// and in the cache of `clear_notifications`, was 1.5% of the CPU while link targets were
+/// and in the cache of `clear_notifications`, costs noticeable CPU while link targets are
 /// forwarded).
 fn primary_hash(primary: &CellAddr) -> u64 {
     foldhash::quality::FixedState::with_seed(0x7065_7263_6f6c_6174).hash_one(primary)

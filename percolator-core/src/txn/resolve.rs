@@ -266,7 +266,7 @@ mod tests {
     }
 
     const START: u64 = 10;
-    /// Oracle time of these cases: weeks ahead of the wall clock when written, so a check
+    /// Oracle time of these cases: a fixed instant apart from the wall clock, so a check
     /// against the wall clock would find every lock written "now" expired or alive wrongly.
     const NOW_MS: u64 = 1_800_000_000_000;
 

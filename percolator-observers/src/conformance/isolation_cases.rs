@@ -382,12 +382,7 @@ pub async fn workers_with_different_observer_sets<F: StoreFactory>(factory: &F) 
     b.shutdown().await.unwrap();
     let gc = percolator_core::gc::GcConfig::default().with_grace(Duration::ZERO);
     let report = writer.gc(&gc, |_| {}).await.unwrap();
-    assert_eq!(
-        report.total().acks_deleted,
-        2 * ROWS as u64,
-        "{}",
-        report.table()
-    );
+    assert_eq!(report.total().acks_deleted, 2 * ROWS as u64, "{report:?}");
     let a = start_only(&store, "old").await;
     let b = start_only(&store, "new").await;
     each_row(&writer, |txn, row| txn.notify(TABLE, row, "v")).await;

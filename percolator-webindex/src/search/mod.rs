@@ -21,7 +21,6 @@
 //! A query's cost grows with the postings of its terms, so a query for a word on every page
 //! reads every document's posting for it.
 
-pub mod latency;
 pub mod rank;
 pub mod snippet;
 

@@ -1,0 +1,287 @@
+//! `percolator-bench`: the benchmark driver (`cargo xtask bench` runs it in the `dist` profile).
+//!
+//! ```text
+//! percolator-bench micro --store fjall:target/bench/db [--quick] [--json FILE]
+//! percolator-bench contention --store mem [--quick] [--json FILE]
+//! percolator-bench tpce --store sled:DIR | --sled-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
+//! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
+//! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
+//! percolator-bench freshness --store mem [--docs N] [--rates 1,5] [--quick] [--json FILE]
+//! percolator-bench soak --store fjall:DIR [--docs N] [--generations G] [--no-gc] [--json FILE]
+//! percolator-bench scale --store fjall:DIR [--docs N] [--json FILE]
+//! ```
+//!
+//! Stores are named by spec (`percolator-registry`): `mem`, `fjall:PATH`, `sled:PATH`,
+//! `etcd:URL,…`, `tikv:PD,…`. An embedded database directory is emptied before and after a run.
+//!
+//! Modules: `store.rs` opens stores, `experiments.rs` runs the web-index experiments, and this
+//! file parses the command line and runs the other benchmarks.
+
+mod experiments;
+mod store;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use percolator_bench::micro::{self, MicroConfig};
+use percolator_bench::{contention, tpce};
+use percolator_registry::StoreSpec;
+
+use crate::store::{BoxError, Opened, write_json};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(about = "percolator-rs benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Key prefix isolating this run's data in a cluster (etcd, TiKV); the process id is
+    /// appended.
+    #[arg(long, default_value = "bench", global = true)]
+    namespace: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The paper's Figure 8 ratios and oracle throughput.
+    Micro {
+        /// The store (`mem`, `fjall:DIR`, `sled:DIR`, `etcd:URLS`, `tikv:PD`).
+        #[arg(long)]
+        store: StoreSpec,
+        /// Short measurements (a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The timestamp oracle service over loopback against an in-process oracle (mem store).
+    OracleService {
+        /// Concurrent requesters, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
+        requesters: Vec<usize>,
+        /// Seconds per point and oracle.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The paper's Figure 10: worker, etcd-leader and oracle-leader kills during the web-index
+    /// pipeline on a 3-member etcd cluster this starts; throughput over time and the checks.
+    #[cfg(feature = "etcd")]
+    Figure10 {
+        /// The `percolator` executable the worker and oracle processes run.
+        #[arg(long)]
+        percolator: PathBuf,
+        /// The short configuration (300 pages, 8 s between faults) instead of the full one
+        /// (1 000 pages, 20 s).
+        #[arg(long)]
+        quick: bool,
+        /// Pages the crawler offers per second (overrides the configuration).
+        #[arg(long)]
+        pages_per_sec: Option<f64>,
+        /// Seconds between faults (overrides the configuration).
+        #[arg(long)]
+        phase_secs: Option<f64>,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Zipf-skewed (θ = 0.99) versus uniform keys: goodput and abort rate.
+    Contention {
+        /// The store.
+        #[arg(long)]
+        store: StoreSpec,
+        /// Short measurements (a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The TPC-E-style brokerage benchmark (tpsE, per-type latency, conflicts, invariants).
+    Tpce {
+        /// Percolator over this store.
+        #[arg(
+            long,
+            required_unless_present = "sled_peer",
+            conflicts_with = "sled_peer"
+        )]
+        store: Option<StoreSpec>,
+        /// The peer baseline instead: sled's own transactions, in this directory.
+        #[arg(long, value_name = "DIR")]
+        sled_peer: Option<PathBuf>,
+        /// The smoke configuration (300 customers, 2 s) instead of the full one (2 000, 10 s).
+        #[arg(long)]
+        quick: bool,
+        /// Customers to load (overrides the configuration).
+        #[arg(long)]
+        customers: Option<u64>,
+        /// Measured seconds (overrides the configuration).
+        #[arg(long)]
+        secs: Option<f64>,
+        /// Client tasks (overrides the configuration).
+        #[arg(long)]
+        clients: Option<usize>,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The freshness experiment (paper Figure 7 in miniature): incremental vs batch latency.
+    Freshness(experiments::FreshnessArgs),
+    /// Many recrawl generations with or without garbage collection: cells and bytes stored
+    /// (and on disk) per generation. Use an empty store.
+    Soak(experiments::SoakArgs),
+    /// Load a realistic synthetic crawl, index it until idle and check it, in one process:
+    /// pages/s, notifications/s per quarter of the run, peak RSS per phase, bytes written and on
+    /// disk.
+    Scale(experiments::ScaleArgs),
+}
+
+async fn run(cli: Cli) -> Result<(), BoxError> {
+    let namespace = cli.namespace;
+    match cli.command {
+        Command::OracleService {
+            requesters,
+            seconds,
+            json,
+        } => {
+            let report = percolator_bench::oracle_service::run(&requesters, seconds, |line| {
+                eprintln!("{line}");
+            })
+            .await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)
+        }
+        #[cfg(feature = "etcd")]
+        Command::Figure10 {
+            percolator,
+            quick,
+            pages_per_sec,
+            phase_secs,
+            json,
+        } => {
+            use percolator_bench::figure10::{self, Figure10Config};
+            let mut config = if quick {
+                Figure10Config::quick(percolator)
+            } else {
+                Figure10Config::full(percolator)
+            };
+            if let Some(rate) = pages_per_sec {
+                config.loader.pages_per_sec = rate;
+            }
+            if let Some(secs) = phase_secs {
+                config.phase = std::time::Duration::from_secs_f64(secs.max(1.0));
+            }
+            let report = figure10::run(&config, |line| eprintln!("figure10: {line}")).await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.ok() {
+                return Err("Figure 10 checks failed (see the table)".into());
+            }
+            Ok(())
+        }
+        Command::Contention { store, quick, json } => {
+            let opened = Opened::fresh(&store, &namespace).await?;
+            let config = if quick {
+                contention::ContentionConfig::quick()
+            } else {
+                contention::ContentionConfig::full()
+            };
+            let report = contention::run(opened.store(), opened.oracle(), &config).await;
+            opened.close();
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)
+        }
+        Command::Micro { store, quick, json } => {
+            let opened = Opened::fresh(&store, &namespace).await?;
+            let config = if quick {
+                MicroConfig::quick()
+            } else {
+                MicroConfig::full()
+            };
+            let report = micro::run_with_oracle(opened.store(), opened.oracle(), &config).await;
+            opened.close();
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)
+        }
+        Command::Tpce {
+            store,
+            sled_peer,
+            quick,
+            customers,
+            secs,
+            clients,
+            json,
+        } => {
+            let mut config = if quick {
+                tpce::TpceConfig::quick()
+            } else {
+                tpce::TpceConfig::full()
+            };
+            if let Some(c) = customers {
+                config.customers = c;
+            }
+            if let Some(s) = secs {
+                config.duration = std::time::Duration::from_secs_f64(s.max(0.1));
+            }
+            if let Some(c) = clients {
+                config.clients = c;
+            }
+            let report = match (store, sled_peer) {
+                (_, Some(dir)) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let report = tpce::run_sled_peer(&dir, &config).await;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    report?
+                }
+                (Some(spec), None) => {
+                    let opened = Opened::fresh(&spec, &namespace).await?;
+                    let report =
+                        tpce::run_percolator_with_oracle(opened.store(), opened.oracle(), &config)
+                            .await;
+                    opened.close();
+                    report?
+                }
+                (None, None) => return Err("tpce needs --store SPEC or --sled-peer DIR".into()),
+            };
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.invariants.ok() {
+                return Err("TPC-E invariants violated".into());
+            }
+            Ok(())
+        }
+        Command::Freshness(args) => experiments::freshness(&args, &namespace).await,
+        Command::Soak(args) => experiments::soak(&args, &namespace).await,
+        Command::Scale(args) => experiments::scale(&args, &namespace).await,
+    }
+}
+
+fn main() -> ExitCode {
+    store::without_transparent_huge_pages();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The CLI's commands through a running server (`percolator serve`): used when `--server URL`
+//! is given, or when a server has recorded itself in the `--db` directory. A database a server
+//! owns cannot be opened by a second process; these commands are what it offers instead.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use percolator_server::wire::{IngestReport, Status};
+use percolator_server::{Remote, discovery};
+use percolator_webindex::{
+    self as webindex, CrawledPage, LoadReport, sources, synthetic::SyntheticCrawl, warc,
+};
+
+use crate::cmd::webindex::{LoadArgs, WebindexCommand, search_options};
+use crate::output::{invariants_verdict, load_table, print_results, summary_table, table};
+use crate::{Cli, CliError, Command};
+
+/// Pages per upload when loading through a server.
+const BATCH_PAGES: usize = 200;
+
+/// The server `cli`'s command should go through, if any: `--server`, else the one recorded in
+/// the database directory. A command a server cannot run while it owns the database is an error
+/// that says so.
+pub fn server_for(cli: &Cli, db: Option<&Path>) -> Result<Option<Remote>, CliError> {
+    let recorded = db.and_then(|db| discovery::find(db).map(|r| r.url));
+    let Some(url) = cli.server.clone().or(recorded.clone()) else {
+        return Ok(None);
+    };
+    if routable(&cli.command) {
+        return Ok(Some(Remote::new(url)));
+    }
+    if recorded.is_some() {
+        return Err(format!(
+            "{} is owned by the server at {url} (`percolator serve`): use `webindex load|query|delete|stats` or `status`, which go through it, or stop it first",
+            db.map_or_else(|| cli.db.display().to_string(), |d| d.display().to_string())
+        )
+        .into());
+    }
+    Err(format!("--server {url}: this command does not run through a server").into())
+}
+
+fn routable(command: &Command) -> bool {
+    match command {
+        Command::Webindex { command } => matches!(
+            command,
+            WebindexCommand::Load(_)
+                | WebindexCommand::Query(_)
+                | WebindexCommand::Delete { .. }
+                | WebindexCommand::Stats
+        ),
+        Command::Status => true,
+        _ => false,
+    }
+}
+
+/// Runs `cli`'s (routable) command through `remote`.
+pub async fn run(remote: &Remote, cli: &Cli) -> Result<ExitCode, CliError> {
+    match &cli.command {
+        Command::Status => status(remote).await,
+        Command::Webindex { command } => match command {
+            WebindexCommand::Query(args) => {
+                let options = search_options(args);
+                let results = remote.search(&args.words.join(" "), &options).await?;
+                print_results(&results, args.offset, args.json)
+            }
+            WebindexCommand::Delete { urls } => {
+                let report = remote.delete(urls.clone()).await?;
+                println!(
+                    "deleted {} page(s) through {}; the server's observers take them out of the index",
+                    report.deleted,
+                    remote.base()
+                );
+                if report.missing.is_empty() {
+                    Ok(ExitCode::SUCCESS)
+                } else {
+                    println!(
+                        "not stored, nothing to delete: {}",
+                        report.missing.join(" ")
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+            WebindexCommand::Stats => {
+                let stats = remote.stats().await?;
+                print!("{}", summary_table(&stats.report.summary));
+                if stats.pending > 0 {
+                    println!(
+                        "invariants: not checked — {} notification(s) pending; the server is working them off ({} difference(s) now)",
+                        stats.pending,
+                        stats.report.violations.len()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                Ok(invariants_verdict(&stats.report))
+            }
+            WebindexCommand::Load(args) => load(remote, args).await,
+            _ => Err("this command does not run through a server".into()),
+        },
+        _ => Err("this command does not run through a server".into()),
+    }
+}
+
+async fn status(remote: &Remote) -> Result<ExitCode, CliError> {
+    let Status {
+        documents,
+        pending,
+        processed,
+        processed_per_sec,
+        freshness_samples,
+        freshness_p50_secs,
+        freshness_p99_secs,
+        tables,
+        ..
+    } = remote.status().await?;
+    let mut rows: Vec<(String, String)> = tables
+        .iter()
+        .map(|t| {
+            (
+                t.table.clone(),
+                format!("{} pending, {} locks", t.pending, t.locks),
+            )
+        })
+        .collect();
+    rows.push(("server".into(), remote.base().to_owned()));
+    rows.push(("documents indexed".into(), documents.to_string()));
+    rows.push(("pending notifications".into(), pending.to_string()));
+    rows.push((
+        "observer txns (per s, last 10 s)".into(),
+        format!("{processed} ({processed_per_sec:.1}/s)"),
+    ));
+    rows.push((
+        "freshness p50 / p99 (ingest → clustered)".into(),
+        if freshness_samples == 0 {
+            "no pages ingested yet".into()
+        } else {
+            format!(
+                "{freshness_p50_secs:.3} s / {freshness_p99_secs:.3} s ({freshness_samples} pages)"
+            )
+        },
+    ));
+    let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    print!("{}", table("table", &rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Uploads pages as WARC batches (bytes kept as they are).
+async fn upload(
+    remote: &Remote,
+    pages: &mut Vec<CrawledPage>,
+    total: &mut IngestReport,
+) -> Result<(), CliError> {
+    if pages.is_empty() {
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    warc::write_warc(&mut bytes, pages, false)?;
+    pages.clear();
+    let report = remote.ingest_warc(bytes.into()).await?;
+    total.loaded += report.loaded;
+    total.unchanged += report.unchanged;
+    total.skipped += report.skipped;
+    total.truncated += report.truncated;
+    Ok(())
+}
+
+async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
+    if args.synthetic.is_none() && args.dir.is_none() && args.warc.is_empty() {
+        return Err("nothing to load: give --synthetic N, --dir PATH or --warc FILE".into());
+    }
+    let began = std::time::Instant::now();
+    let mut total = IngestReport::default();
+    let mut batch = Vec::with_capacity(BATCH_PAGES);
+    if let Some(docs) = args.synthetic {
+        let crawl = SyntheticCrawl::new(docs, args.seed).with_shape(if args.realistic {
+            webindex::synthetic::Shape::Realistic
+        } else {
+            webindex::synthetic::Shape::Demo
+        });
+        let pages: Vec<CrawledPage> = if args.generation == 0 {
+            crawl.initial().collect()
+        } else {
+            crawl.recrawl(args.generation, args.fraction)
+        };
+        for page in pages {
+            batch.push(page);
+            if batch.len() == BATCH_PAGES {
+                upload(remote, &mut batch, &mut total).await?;
+            }
+        }
+        upload(remote, &mut batch, &mut total).await?;
+    }
+    if let Some(dir) = &args.dir {
+        let files = sources::html_files(dir, args.base_url.as_deref())
+            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+        let prefix = files
+            .url_prefix()
+            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+        let mut seen = Vec::new();
+        let mut unreadable = 0usize;
+        for page in files {
+            match page {
+                Ok(page) => {
+                    if args.delete_missing {
+                        seen.push(page.url.clone());
+                    }
+                    batch.push(page);
+                    if batch.len() == BATCH_PAGES {
+                        upload(remote, &mut batch, &mut total).await?;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("skipped unreadable file: {e}");
+                    unreadable += 1;
+                }
+            }
+        }
+        upload(remote, &mut batch, &mut total).await?;
+        if unreadable > 0 {
+            println!("html files: {unreadable} unreadable (skipped)");
+        }
+        if args.delete_missing {
+            if unreadable > 0 {
+                return Err(format!(
+                    "--delete-missing: {unreadable} file(s) could not be read, so nothing was deleted (they would have looked missing)"
+                )
+                .into());
+            }
+            let report = remote.delete_missing(prefix.clone(), seen).await?;
+            println!(
+                "deleted {} page(s) under {prefix} that the directory no longer has",
+                report.deleted
+            );
+        }
+    }
+    for path in &args.warc {
+        let file = path.clone();
+        let bytes = tokio::task::spawn_blocking(move || std::fs::read(file))
+            .await?
+            .map_err(|e| format!("--warc {}: {e}", path.display()))?;
+        let report = remote.ingest_warc(bytes.into()).await?;
+        println!(
+            "warc {}: {} records, {} HTML pages, {} other records skipped, {} pages cut to {} KiB",
+            path.display(),
+            report.records,
+            report.records - report.other_records,
+            report.other_records,
+            report.truncated,
+            sources::MAX_PAGE_BYTES / 1024
+        );
+        total.loaded += report.loaded;
+        total.unchanged += report.unchanged;
+        total.skipped += report.skipped;
+    }
+    println!("loaded through the server at {}", remote.base());
+    print!(
+        "{}",
+        load_table(&LoadReport {
+            loaded: total.loaded,
+            unchanged: total.unchanged,
+            skipped: total.skipped,
+            elapsed: began.elapsed(),
+        })
+    );
+    Ok(ExitCode::SUCCESS)
+}

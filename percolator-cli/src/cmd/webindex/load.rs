@@ -1,0 +1,163 @@
+//! `webindex load`: pages from a synthetic crawl, a directory of HTML files or WARC files, each
+//! streamed (never held whole in memory) into `documents`, one transaction per page.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use percolator_core::{Client, RowStore, TimestampOracle};
+use percolator_webindex::{
+    self as webindex, CrawledPage, LoadReport, sources, synthetic::SyntheticCrawl, warc,
+};
+
+use super::{LoadArgs, loader};
+use crate::CliError;
+use crate::output::{bar, load_table};
+
+/// Loads what `args` names and prints a summary table.
+pub async fn run<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    args: &LoadArgs,
+) -> Result<ExitCode, CliError> {
+    if args.synthetic.is_none() && args.dir.is_none() && args.warc.is_empty() {
+        return Err("nothing to load: give --synthetic N, --dir PATH or --warc FILE".into());
+    }
+    let client = loader(&store, &oracle).await?;
+    let mut total = LoadReport::default();
+    let began = Instant::now();
+    if let Some(docs) = args.synthetic {
+        let crawl = SyntheticCrawl::new(docs, args.seed).with_shape(if args.realistic {
+            webindex::synthetic::Shape::Realistic
+        } else {
+            webindex::synthetic::Shape::Demo
+        });
+        let report = if args.generation == 0 {
+            let pages = crawl
+                .initial_prefetched(webindex::synthetic::RENDER_THREADS)
+                .map(Ok::<_, std::convert::Infallible>);
+            load(
+                &client,
+                pages,
+                Some(docs as u64),
+                "synthetic",
+                args.concurrency,
+            )
+            .await?
+        } else {
+            let pages = crawl.recrawl(args.generation, args.fraction);
+            let len = Some(pages.len() as u64);
+            let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
+            load(&client, pages, len, "synthetic", args.concurrency).await?
+        };
+        add(&mut total, report);
+    }
+    if let Some(dir) = &args.dir {
+        // Streamed: one file read at a time. A file that cannot be read is skipped
+        // and named; the rest still load.
+        let files = sources::html_files(dir, args.base_url.as_deref())
+            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+        let len = Some(files.len() as u64);
+        let truncated = files.truncated();
+        let prefix = files
+            .url_prefix()
+            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+        let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+        let unreadable = std::sync::atomic::AtomicUsize::new(0);
+        let pages = files.filter_map(|page| match page {
+            Ok(page) => {
+                if args.delete_missing
+                    && let Ok(mut seen) = seen.lock()
+                {
+                    seen.insert(bytes::Bytes::from(page.url.clone()));
+                }
+                Some(Ok::<_, std::convert::Infallible>(page))
+            }
+            Err(e) => {
+                eprintln!("skipped unreadable file: {e}");
+                unreadable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                None
+            }
+        });
+        add(
+            &mut total,
+            load(&client, pages, len, "html files", args.concurrency).await?,
+        );
+        let (truncated, unreadable) = (
+            truncated.load(std::sync::atomic::Ordering::Relaxed),
+            unreadable.into_inner(),
+        );
+        if truncated > 0 || unreadable > 0 {
+            println!(
+                "html files: {unreadable} unreadable (skipped), {truncated} cut to {} KiB",
+                sources::MAX_PAGE_BYTES / 1024
+            );
+        }
+        if args.delete_missing {
+            if unreadable > 0 {
+                return Err(format!(
+                    "--delete-missing: {unreadable} file(s) could not be read, so nothing was deleted (they would have looked missing)"
+                )
+                .into());
+            }
+            let keep = seen.into_inner().unwrap_or_default();
+            let deleted = webindex::delete_missing(&client, prefix.as_bytes(), &keep).await?;
+            println!("deleted {deleted} page(s) under {prefix} that the directory no longer has");
+        }
+    }
+    for path in &args.warc {
+        let reader = warc::open(path).map_err(|e| format!("--warc {}: {e}", path.display()))?;
+        let counts = Arc::new(warc::WarcCounts::default());
+        add(
+            &mut total,
+            load(
+                &client,
+                warc::html_pages_counted(reader, Arc::clone(&counts)),
+                None,
+                "warc",
+                args.concurrency,
+            )
+            .await?,
+        );
+        let load =
+            |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (records, pages) = (load(&counts.records), load(&counts.pages));
+        println!(
+            "warc {}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {} pages cut to {} KiB",
+            path.display(),
+            records - pages,
+            load(&counts.truncated),
+            sources::MAX_PAGE_BYTES / 1024
+        );
+    }
+    client.shutdown().await?;
+    total.elapsed = began.elapsed();
+    print!("{}", load_table(&total));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn add(total: &mut LoadReport, r: LoadReport) {
+    total.loaded += r.loaded;
+    total.unchanged += r.unchanged;
+    total.skipped += r.skipped;
+}
+
+/// Loads a stream of pages with a progress bar (a spinner when the count is unknown: WARC files
+/// are read record by record, never held in memory whole).
+async fn load<S, I, E>(
+    client: &Client<S>,
+    pages: I,
+    len: Option<u64>,
+    what: &str,
+    concurrency: usize,
+) -> Result<LoadReport, CliError>
+where
+    S: RowStore,
+    I: IntoIterator<Item = Result<CrawledPage, E>>,
+    E: std::fmt::Display,
+{
+    let progress = bar(len, what);
+    let report = webindex::load_pages(client, pages, concurrency, |_, _| progress.inc(1)).await;
+    progress.finish_and_clear();
+    Ok(report?)
+}

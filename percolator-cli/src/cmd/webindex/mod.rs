@@ -1,0 +1,188 @@
+//! `percolator webindex …`: load, run, query, delete and check the web-indexing pipeline, one
+//! module per subcommand. The experiments (freshness, soak, scale) are the benchmark driver's
+//! (`percolator-bench`).
+
+mod delete;
+mod demo;
+mod load;
+mod query;
+mod run;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use percolator_core::{Client, RowStore, TimestampOracle};
+use percolator_observers::RuntimeConfig;
+use percolator_webindex as webindex;
+
+use crate::{CliError, client_builder};
+
+pub(crate) use query::search_options;
+
+#[derive(Subcommand, Debug)]
+pub enum WebindexCommand {
+    /// Load a synthetic crawl, index it, recrawl part of it, index again, check the invariants,
+    /// run sample queries and print a summary.
+    Demo(DemoArgs),
+    /// Load pages (synthetic, a directory of HTML files, WARC files) into `documents`.
+    Load(LoadArgs),
+    /// Run the observers until nothing is pending (or until Ctrl-C with --forever).
+    Run(RunArgs),
+    /// Delete pages: the pipeline takes them out of their clusters, the links and the index.
+    Delete {
+        /// URLs of the pages.
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// Ranked search: canonical documents containing every word (or any, with --any), best
+    /// first, with the total count and snippets.
+    Query(QueryArgs),
+    /// Sizes of the index and its invariants (exit code 1 on a violation).
+    Stats,
+}
+
+/// How many scanners and observer runs a worker uses.
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Scanner tasks.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) scanners: usize,
+    /// Observer runs in flight.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Documents in the synthetic crawl.
+    #[arg(long, default_value_t = 2000)]
+    docs: usize,
+    /// Fraction recrawled (with changed content) in the second round.
+    #[arg(long, default_value_t = 0.2)]
+    recrawl: f64,
+    /// Seed of the synthetic crawl.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Load a synthetic crawl of this many documents.
+    #[arg(long)]
+    pub(crate) synthetic: Option<usize>,
+    /// Generation of the synthetic crawl (0: initial crawl; n > 0: recrawl with changed content).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) generation: u32,
+    /// Fraction of documents a recrawl (generation > 0) visits.
+    #[arg(long, default_value_t = 0.2)]
+    pub(crate) fraction: f64,
+    /// Seed of the synthetic crawl.
+    #[arg(long, default_value_t = 7)]
+    pub(crate) seed: u64,
+    /// Synthetic pages sized and linked like a real crawl (about 20 KB of HTML, 20–200 links,
+    /// 60 000 words) instead of small demo pages.
+    #[arg(long)]
+    pub(crate) realistic: bool,
+    /// Load every *.html / *.htm file under this directory.
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// URL prefix of the directory's files (default: file:// URLs).
+    #[arg(long)]
+    pub(crate) base_url: Option<String>,
+    /// With --dir: delete the stored pages under the directory's URL prefix that the
+    /// directory no longer has.
+    #[arg(long, requires = "dir")]
+    pub(crate) delete_missing: bool,
+    /// Load the HTML responses of these WARC files (gzip or plain).
+    #[arg(long)]
+    pub(crate) warc: Vec<PathBuf>,
+    /// Loader transactions in flight.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Keep running after the pipeline is idle, until Ctrl-C.
+    #[arg(long)]
+    forever: bool,
+    /// Print a machine-readable `progress: processed=N failures=M` line on stdout this often
+    /// (milliseconds; for harnesses that plot throughput over time, like `percolator-bench
+    /// figure10`).
+    #[arg(long, value_name = "MS")]
+    progress_every_ms: Option<u64>,
+    /// Collect garbage in the background every this many seconds (see `percolator gc`); one
+    /// worker of a cluster is enough.
+    #[arg(long, value_name = "SECS")]
+    gc_every_secs: Option<f64>,
+    /// The safe point's distance behind the oldest snapshot in use, for `--gc-every-secs`.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    gc_grace_secs: f64,
+    /// Commit every transaction in two phases, with a lock on every cell written, also where
+    /// the store could commit it in one step (for comparison, and for tests of crash recovery).
+    #[arg(long)]
+    two_phase: bool,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// Query words.
+    #[arg(required = true)]
+    pub(crate) words: Vec<String>,
+    /// Most results shown.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) limit: usize,
+    /// Results skipped first (paging).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) offset: usize,
+    /// Documents containing any of the words (OR) instead of all of them (AND).
+    #[arg(long)]
+    pub(crate) any: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// The observer runtime's configuration from the worker flags.
+pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
+    RuntimeConfig::default()
+        .with_scanners(workers.scanners)
+        .with_max_concurrent_runs(workers.concurrency)
+        .with_stages(webindex::pipeline::SCAN_STAGES)
+}
+
+/// A client that writes pages: it declares the pipeline's observed columns, so its commits
+/// notify them.
+async fn loader<S: RowStore>(
+    store: &Arc<S>,
+    oracle: &Option<Arc<dyn TimestampOracle>>,
+) -> Result<Client<S>, CliError> {
+    let columns = webindex::observed_columns();
+    Ok(client_builder(store, oracle)
+        .observe_all(&columns)
+        .build()
+        .await?)
+}
+
+/// Runs a `webindex` subcommand on an opened store.
+pub async fn run<S: RowStore>(
+    store: Arc<S>,
+    oracle: Option<Arc<dyn TimestampOracle>>,
+    command: &WebindexCommand,
+) -> Result<ExitCode, CliError> {
+    match command {
+        WebindexCommand::Demo(args) => demo::run(store, oracle, args).await,
+        WebindexCommand::Load(args) => load::run(store, oracle, args).await,
+        WebindexCommand::Run(args) => run::run(store, oracle, args).await,
+        WebindexCommand::Delete { urls } => delete::run(store, oracle, urls).await,
+        WebindexCommand::Query(args) => query::run(store, oracle, args).await,
+        WebindexCommand::Stats => stats::run(store, oracle).await,
+    }
+}

@@ -1,0 +1,134 @@
+//! The TPC-E-style brokerage benchmark (`percolator-bench tpce`) on every backend, and the peer
+//! baseline on sled's own transactions.
+
+use serde_json::Value;
+
+use super::{Ctx, bench_cmd, num, out, run_for_json, write_chart};
+use crate::plot::{Chart, Series};
+
+/// Report files: `tpce-<system>.json`.
+pub const PREFIX: &str = "tpce-";
+
+/// The peer baseline's system name.
+pub const PEER: &str = "sled-peer";
+
+/// Runs it on every backend (and the peer baseline once), prints the table and writes
+/// `tpce.svg`; an error if an invariant was violated.
+pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
+    let mut reports = Vec::new();
+    for system in systems.iter().copied().chain([PEER]) {
+        let json = out(&format!("{PREFIX}{system}.json"));
+        let mut cmd = if system == PEER {
+            let dir = out("tpce-db-sled-peer");
+            let mut cmd = bench_cmd(ctx, &["tpce", "--sled-peer"]);
+            cmd.arg(dir);
+            cmd
+        } else {
+            bench_cmd(ctx, &["tpce", "--store", &ctx.store(system, "tpce")])
+        };
+        cmd.arg("--json").arg(&json);
+        if ctx.quick {
+            cmd.arg("--quick");
+        }
+        println!("== TPC-E-style on {system}");
+        reports.push((
+            system.to_owned(),
+            run_for_json(cmd, &json, &format!("tpce on {system}"))?,
+        ));
+    }
+    println!("\n{}", table(&reports));
+    if reports
+        .iter()
+        .any(|(_, r)| r["invariants"]["violation_count"].as_u64() != Some(0))
+    {
+        return Err("TPC-E invariants violated (see the table)".into());
+    }
+    write_chart("tpce.svg", &chart(&reports))?;
+    println!("JSON and plots: target/bench/tpce-<system>.json, target/bench/tpce.svg");
+    Ok(())
+}
+
+/// The table: tpsE per system, and ours ÷ the peer on sled.
+pub fn table(reports: &[(String, Value)]) -> String {
+    let mut out = String::from(
+        "## TPC-E-style brokerage (tpsE = Trade-Results/s; the paper's best single-machine DBMS: \
+         ~50 tpsE/core)\n\n| system | customers | tpsE | tpsE/core | txn/s | retries | invariants \
+         |\n|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    for (system, report) in reports {
+        let kinds = report["kinds"].as_array().cloned().unwrap_or_default();
+        let retries: u64 = kinds.iter().filter_map(|k| k["retries"].as_u64()).sum();
+        let ok = report["invariants"]["violation_count"].as_u64() == Some(0);
+        out.push_str(&format!(
+            "| {system} | {} | {:.0} | {:.0} | {:.0} | {retries} | {} |\n",
+            report["scale"]["customers"].as_u64().unwrap_or(0),
+            num(&report["tps_e"]),
+            num(&report["tps_e_per_core"]),
+            num(&report["txns_per_sec"]),
+            if ok { "hold" } else { "VIOLATED" }
+        ));
+    }
+    let tps = |system: &str| {
+        reports
+            .iter()
+            .find(|(s, _)| s == system)
+            .and_then(|(_, r)| r["tps_e"].as_f64())
+    };
+    if let (Some(ours), Some(peer)) = (tps("sled"), tps(PEER)) {
+        out.push_str(&format!(
+            "\nPercolator on sled ÷ sled's own transactions (peer baseline): {:.2} ({ours:.0} vs \
+             {peer:.0} tpsE)\n",
+            ours / peer.max(1e-9)
+        ));
+    }
+    out
+}
+
+/// README rows: tpsE per system.
+pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
+    let list: Vec<String> = reports
+        .iter()
+        .map(|(system, r)| format!("{system} {:.0}", num(&r["tps_e"])))
+        .collect();
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let customers = reports
+        .first()
+        .and_then(|(_, r)| r["scale"]["customers"].as_u64())
+        .unwrap_or(0);
+    vec![(
+        format!("TPC-E-style tpsE, {customers} customers"),
+        list.join(", "),
+    )]
+}
+
+fn chart(reports: &[(String, Value)]) -> Chart<'static> {
+    let mut series = Vec::new();
+    for (system, report) in reports {
+        let kinds = report["kinds"].as_array().cloned().unwrap_or_default();
+        for name in ["Trade-Order", "Trade-Result"] {
+            if let Some(k) = kinds.iter().find(|k| k["name"] == name) {
+                let at = |key: &str| num(&k[key]).max(0.001);
+                series.push(Series {
+                    name: format!("{name} ({system})"),
+                    points: vec![
+                        (50.0, at("p50_ms")),
+                        (90.0, at("p90_ms")),
+                        (99.0, at("p99_ms")),
+                    ],
+                    dashed: name == "Trade-Result",
+                });
+            }
+        }
+    }
+    Chart {
+        title: "TPC-E-style latency percentiles (Trade-Result: submission to execution)",
+        x_label: "percentile",
+        y_label: "latency (ms)",
+        log_x: false,
+        log_y: true,
+        series,
+        markers: Vec::new(),
+    }
+}
