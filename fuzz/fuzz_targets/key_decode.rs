@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    assert!(percolator_core::key::fuzz_check(data));
+    assert!(percolator_core::backend::key::fuzz_check(data));
 });

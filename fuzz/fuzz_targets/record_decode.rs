@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use percolator_core::records::{LockRecord, NotifyRecord, WriteRecord};
+use percolator_core::backend::records::{LockRecord, NotifyRecord, WriteRecord};
 
 fuzz_target!(|data: &[u8]| {
     let bytes = Bytes::copy_from_slice(data);

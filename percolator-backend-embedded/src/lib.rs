@@ -4,7 +4,7 @@
 //! implementers, not for applications.
 //!
 //! Both engines are ordered key-value stores that one process opens at a time, with the same key
-//! layout ([`percolator_core::key`]). Row atomicity, the admission of snapshot reads that
+//! layout ([`percolator_core::backend::key`]). Row atomicity, the admission of snapshot reads that
 //! [`Condition::NoSnapshotReadSince`] checks, and group commit for [`percolator_core::RowStore::sync`]
 //! are the same argument on both, so the code that makes it lives here once:
 //!
@@ -29,7 +29,7 @@
 //! - [`plan`]: checks a row mutation's conditions and turns its mutations into concrete
 //!   [`KeyWrite`]s, through the engine's point and range lookups ([`KeyLookup`]), for the engine
 //!   to apply in one atomic batch.
-//! - Key helpers for point and range lookups on [`percolator_core::key`]'s layout.
+//! - Key helpers for point and range lookups on [`percolator_core::backend::key`]'s layout.
 
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -39,7 +39,7 @@ use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use percolator_core::StoreError;
-use percolator_core::key;
+use percolator_core::backend::key;
 use percolator_core::store::{Condition, Family, Mutation, MutationOutcome, RowMutation, TsRange};
 
 /// Row latch stripes.
@@ -187,7 +187,7 @@ fn raise(mark: &AtomicU64, ts: u64) {
 /// Whether every item of `batch` is on a different row (then one atomic engine batch can apply
 /// them all; items on one row must see each other's effects and go one by one).
 pub fn rows_are_distinct(batch: &[RowMutation]) -> bool {
-    percolator_core::store::repeated_row(batch).is_none()
+    percolator_core::backend::validate::repeated_row(batch).is_none()
 }
 
 /// Group commit for [`percolator_core::RowStore::sync`]: one flush at a time; callers whose writes a
@@ -413,7 +413,7 @@ pub fn version_bounds(column_prefix: &[u8], ts: TsRange) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
-/// The exclusive end of a scan over `prefix` (a prefix built by [`percolator_core::key`], which ends in a
+/// The exclusive end of a scan over `prefix` (a prefix built by [`percolator_core::backend::key`], which ends in a
 /// marker byte, so [`key::prefix_successor`] always has an answer; the fallback covers the rest).
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     key::prefix_successor(prefix).unwrap_or_else(|| vec![0xFF; prefix.len() + 1])

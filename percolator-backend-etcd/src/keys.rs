@@ -6,7 +6,7 @@
 //! the revision of the last GC run (`RowStore::collect_garbage`).
 
 use bytes::Bytes;
-use percolator_core::key::{self, CellKey};
+use percolator_core::backend::key::{self, CellKey};
 use percolator_core::{Family, StoreError, TsRange};
 
 /// Longest namespace accepted.

@@ -72,7 +72,7 @@ mod read;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use percolator_core::store::validate_batch;
+use percolator_core::backend::validate::validate_batch;
 use percolator_core::{
     Cell, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore, Scan, StoreError, StoreLimits,
 };

@@ -4,7 +4,7 @@
 use std::ops::Bound;
 
 use bytes::Bytes;
-use percolator_core::store::{truncate_versions, versions_taken};
+use percolator_core::backend::scan::{truncate_versions, versions_taken};
 use percolator_core::{Cell, Columns, FamilyRead, ReadRow, RowCells, Scan, StoreError};
 
 use crate::client::{EtcdClient, EtcdError, Idempotence};
@@ -219,7 +219,7 @@ async fn scan_at_one_revision(
             };
             if versions_taken(&rows, &cell.row, &cell.column) >= max_versions {
                 let mut column = layout.family_prefix(family);
-                column.extend_from_slice(&percolator_core::key::column_prefix(
+                column.extend_from_slice(&percolator_core::backend::key::column_prefix(
                     &cell.table,
                     &cell.row,
                     &cell.column,

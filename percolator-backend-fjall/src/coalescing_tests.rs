@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bytes::Bytes;
-use percolator_core::records::{CellAddr, NotifyRecord};
+use percolator_core::backend::records::{CellAddr, NotifyRecord};
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowMutation,
     RowStore as _, TsRange,

@@ -9,8 +9,8 @@
 //! sizeable share of an indexing run's CPU.
 //!
 //! Live locks are few (the transactions in flight and the orphans of crashed ones), so the store
-//! keeps a copy of them here, keyed like the engine, and [`crate::View`] answers the lock
-//! family's conditions from it (Bigtable's *in-memory locality group* again).
+//! keeps a copy of them here, keyed like the engine, and [`crate::mutate::View`] answers the
+//! lock family's conditions from it (Bigtable's *in-memory locality group* again).
 //!
 //! **Exactness.** For the row a mutation has latched, the mirror equals the engine's latest
 //! state: every write to the lock family is a row mutation under that row's write latch, the
@@ -26,7 +26,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use percolator_backend_embedded::{KeyWrite, prefix_end, version_bounds};
-use percolator_core::key::{self, KeyError};
+use percolator_core::backend::key::{self, KeyError};
 use percolator_core::{Cell, Columns, Family, FamilyRead, StoreError};
 
 fn corrupt(e: KeyError) -> StoreError {

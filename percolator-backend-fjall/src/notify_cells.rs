@@ -54,7 +54,7 @@
 //! **Coalescing.** A cell that many writers change (a link target in the web index) would get a
 //! notify key per writer, each written, flushed, deleted and compacted away, while one observer
 //! run covers them all. A notification that names its commit timestamp
-//! ([`percolator_core::records::NotifyRecord::committed_at`], written with a one-phase commit)
+//! ([`percolator_core::backend::records::NotifyRecord::committed_at`], written with a one-phase commit)
 //! needs no key of its own in a cell that already holds one: the cell keeps it in memory as its
 //! **absorbed version**, the one with the highest commit timestamp of those it took in. Reads of
 //! the notify family list the absorbed version like a stored one; an observer run whose snapshot

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use hashbrown::HashTable;
 use parking_lot::Mutex;
 use percolator_backend_embedded::KeyWrite;
-use percolator_core::key;
+use percolator_core::backend::key;
 use percolator_core::{Family, TsRange};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 

@@ -7,7 +7,7 @@
 //!    interleaved) — here a per-row `RwLock` latch;
 //! 3. keep each family scannable on its own (locality groups) — here one row index per family;
 //! 4. state its limits ([`StoreLimits`]) and validate batches before applying anything
-//!    ([`percolator_core::store::validate_batch`]).
+//!    ([`percolator_core::backend::validate::validate_batch`]).
 //!
 //! Then give the crate a [`StoreFactory`](percolator_core::conformance::StoreFactory) in a
 //! `conformance` module behind a `conformance` feature (here [`conformance::MemFactory`]) and run
@@ -60,7 +60,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
-use percolator_core::store::{row_past_end, validate_batch};
+use percolator_core::backend::scan::row_past_end;
+use percolator_core::backend::validate::validate_batch;
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,

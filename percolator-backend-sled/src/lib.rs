@@ -6,7 +6,7 @@
 //! ## Layout
 //! - **One sled tree per family** (`data`, `lock`, `write`, `notify`): Bigtable's locality
 //!   groups, so the observers' scan of the notify family never reads data.
-//! - Keys are [`percolator_core::key::CellKey::encode`]: `enc(table) ++ enc(row) ++ enc(column) ++
+//! - Keys are [`percolator_core::backend::key::CellKey::encode`]: `enc(table) ++ enc(row) ++ enc(column) ++
 //!   !ts`, order-preserving and prefix-free, so a row is one key prefix and versions come newest
 //!   first.
 //!
@@ -110,8 +110,8 @@ use percolator_backend_embedded::{
     GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
     version_bounds,
 };
-use percolator_core::key::{self, KeyError};
-use percolator_core::store::{validate_atomic_batch, validate_batch};
+use percolator_core::backend::key::{self, KeyError};
+use percolator_core::backend::validate::{validate_atomic_batch, validate_batch};
 use percolator_core::{
     AtomicOutcome, Cell, Columns, Family, FamilyRead, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits,

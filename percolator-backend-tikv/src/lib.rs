@@ -71,9 +71,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use percolator_core::backoff::Backoff;
-use percolator_core::key::{self, CellKey};
-use percolator_core::store::{row_past_end, truncate_versions, validate_batch, versions_taken};
+use percolator_core::backend::key::{self, CellKey};
+use percolator_core::backend::scan::{row_past_end, truncate_versions, versions_taken};
+use percolator_core::backend::validate::validate_batch;
+use percolator_core::internal::backoff::Backoff;
 use percolator_core::{
     Cell, Columns, Condition, Family, FamilyRead, Mutation, MutationOutcome, ReadRow, RowCells,
     RowMutation, RowStore, Scan, StoreError, StoreLimits, TsRange,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use percolator_backend_mem::MemStore;
-use percolator_core::histogram::Histogram;
+use percolator_core::internal::histogram::Histogram;
 use percolator_core::{LocalOracle, TimestampOracle};
 use percolator_oracle::{OracleServer, RemoteOracle, ServerConfig};
 use serde::Serialize;

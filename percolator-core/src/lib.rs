@@ -5,42 +5,68 @@
 //! oracle, lazy lock resolution, and the notification primitives that `percolator-observers`
 //! builds its worker runtime on.
 //!
-//! Layers, bottom up:
-//! - [`key`]: order-preserving, unambiguous byte encoding of `(table, row, column, ts)`;
-//! - [`store`]: the [`RowStore`] trait every backend implements (read row, scan, batched
-//!   conditional row mutations, sync), its limits, and the contract wrappers must keep;
-//! - [`records`]: the lock and write records the protocol stores;
-//! - [`oracle`]: [`TimestampOracle`] and the store-persisted [`LocalOracle`];
-//! - [`liveness`]: worker leases used by lock resolution;
-//! - [`observer_registry`]: which observers watch which columns, shared by every process;
-//! - [`txn`]: [`Client`], [`Transaction`], the commit protocol, lock resolution and the
-//!   notification primitives observers are built on;
-//! - utilities shared with the other crates: [`backoff`] (the one retry backoff) and
-//!   [`histogram`] (the one latency histogram).
+//! ```
+//! use std::sync::Arc;
+//! use percolator_backend_mem::MemStore;
+//! use percolator_core::Client;
 //!
-//! Test machinery, each behind its own feature so that the default build exposes only the
-//! product API:
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> percolator_core::Result<()> {
+//! let client = Client::open(Arc::new(MemStore::new())).await?;
+//! let mut txn = client.begin().await?;
+//! txn.set("docs", "https://example.com/", "contents", "<html>…</html>")?;
+//! txn.set("dups", "hash:1234", "canonical-url", "https://example.com/")?;
+//! txn.commit().await?;
+//!
+//! let txn = client.begin().await?;
+//! let url = txn.get("dups", "hash:1234", "canonical-url").await?;
+//! assert_eq!(url.as_deref(), Some(&b"https://example.com/"[..]));
+//! # client.shutdown().await }
+//! ```
+//!
+//! ## For applications
+//!
+//! The crate root: [`Client`] (opened on a store, with [`ClientBuilder`] for the oracle and
+//! [`TxnConfig`]), [`Transaction`] (`get`, `set`, `delete`, `scan`, `commit`), [`Client::run`]
+//! (the retry helper that re-runs a whole closure on a conflict), [`Error`], and the
+//! [`RowStore`] trait that a store is given as. [`DynStore`] holds a store chosen at run time.
+//! [`gc`] collects history below the oldest snapshot in use; [`oracle`] has the timestamp
+//! oracles.
+//!
+//! ## For backend implementers
+//!
+//! [`store`] is the [`RowStore`] contract (read row, scan, batched conditional row mutations,
+//! sync) with its limits and the rule that wrappers forward every method; [`backend`] has the
+//! key encoding, the stored records and the checks a backend runs. The conformance suite
+//! (feature `conformance`) is the behaviour every backend must show.
+//!
+//! ## Test machinery
+//!
+//! Each behind its own feature, so that the default build exposes only the product API:
 //! - `fault` (feature `fault-injection`): commit hooks consulted at every step of the commit
 //!   protocol, and `Error::InjectedCrash`;
 //! - `workload` (feature `workload`): the bank-transfer workload of the invariant tests and the
 //!   bank demo;
 //! - `conformance` (feature `conformance`, which implies both): the suite every backend runs.
 //!
+//! The hidden `internal` module serves the workspace's own crates (the observer runtime, the
+//! server, the benchmarks) and is not part of the API.
+//!
 //! Core never depends on a backend; transactions are generic over [`RowStore`].
 
-pub mod backoff;
+pub mod backend;
 pub mod dyn_store;
 pub mod error;
 pub mod gc;
-pub mod histogram;
-pub mod key;
-pub mod liveness;
-pub mod observer_registry;
+#[doc(hidden)]
+pub mod internal;
 pub mod oracle;
-pub mod records;
 pub mod store;
-pub mod tables;
 pub mod txn;
+
+// Short paths for the crate's own code.
+pub(crate) use backend::{key, records};
+pub(crate) use internal::{backoff, liveness, observer_registry, tables};
 
 #[cfg(feature = "workload")]
 pub mod workload;

@@ -20,7 +20,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::error::StoreError;
-use crate::key;
 
 /// A column family (locality group). Percolator's columns map onto these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -392,7 +391,7 @@ impl MutationOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreLimits {
-    /// Largest encoded cell key (`table`, `row`, `column`, `ts` as [`key::CellKey::encode`]).
+    /// Largest encoded cell key (`table`, `row`, `column`, `ts` as [`crate::backend::key::CellKey::encode`]).
     pub max_key_bytes: usize,
     /// Largest value of one cell.
     pub max_value_bytes: usize,
@@ -557,7 +556,10 @@ pub trait RowStore: Send + Sync + 'static {
         &self,
         batch: Vec<RowMutation>,
     ) -> Result<AtomicOutcome, StoreError> {
-        Err(too_many_atomic_rows(batch.len(), 0))
+        Err(crate::backend::validate::too_many_atomic_rows(
+            batch.len(),
+            0,
+        ))
     }
 
     /// Makes every mutation that returned before this call durable (as far as
@@ -579,21 +581,6 @@ pub trait RowStore: Send + Sync + 'static {
     }
 }
 
-/// How many versions of `column` the last of `rows` already holds, if that row is `row`: what
-/// a backend paging through a scan compares with `max_versions` to skip the rest of a
-/// column's history instead of reading it.
-pub fn versions_taken(rows: &[RowCells], row: &[u8], column: &[u8]) -> usize {
-    rows.last()
-        .filter(|r| r.row.as_ref() == row)
-        .map_or(0, |r| {
-            r.cells
-                .iter()
-                .rev()
-                .take_while(|c| c.column.as_ref() == column)
-                .count()
-        })
-}
-
 /// One page of a scan of `table` from `start` to the end: at most `row_limit` rows. Walk a
 /// table a page at a time by passing `Bound::Excluded(last row)` as the next `start`.
 pub async fn scan_page<S: RowStore + ?Sized>(
@@ -613,144 +600,4 @@ pub async fn scan_page<S: RowStore + ?Sized>(
             row_limit: Some(row_limit),
         })
         .await
-}
-
-/// Checks a batch against a backend's limits before anything is applied. Backends call this
-/// first in `mutate_rows`; the transaction layer calls the same checks when a write is buffered.
-pub fn validate_batch(batch: &[RowMutation], limits: &StoreLimits) -> Result<(), StoreError> {
-    if batch.len() > limits.max_batch_rows {
-        return Err(StoreError::TooLarge {
-            what: "row mutations in one batch",
-            size: batch.len(),
-            limit: limits.max_batch_rows,
-        });
-    }
-    for item in batch {
-        if item.table.is_empty() {
-            return Err(StoreError::InvalidInput("empty table name".into()));
-        }
-        let ops = item.conditions.len().max(item.mutations.len());
-        if ops > limits.max_row_ops {
-            return Err(StoreError::TooLarge {
-                what: "conditions or mutations (items) in one row mutation",
-                size: ops,
-                limit: limits.max_row_ops,
-            });
-        }
-        for m in &item.mutations {
-            let column = match m {
-                Mutation::Put { column, value, .. } => {
-                    check_value_size(value.len(), limits)?;
-                    column
-                }
-                Mutation::Delete { column, .. } | Mutation::DeleteRange { column, .. } => column,
-            };
-            check_key_size(&item.table, &item.row, column, limits)?;
-        }
-    }
-    Ok(())
-}
-
-/// [`validate_batch`] for [`RowStore::mutate_rows_atomically`]: also at most
-/// [`StoreLimits::max_atomic_rows`] items, on distinct rows.
-pub fn validate_atomic_batch(
-    batch: &[RowMutation],
-    limits: &StoreLimits,
-) -> Result<(), StoreError> {
-    if batch.len() > limits.max_atomic_rows {
-        return Err(too_many_atomic_rows(batch.len(), limits.max_atomic_rows));
-    }
-    validate_batch(batch, limits)?;
-    if let Some((table, row)) = repeated_row(batch) {
-        return Err(StoreError::InvalidInput(format!(
-            "row {:?} of table {:?} appears twice in one atomic mutation",
-            String::from_utf8_lossy(row),
-            String::from_utf8_lossy(table),
-        )));
-    }
-    Ok(())
-}
-
-/// A `(table, row)` that more than one item of `batch` mutates, if any.
-pub fn repeated_row(batch: &[RowMutation]) -> Option<(&Bytes, &Bytes)> {
-    let mut rows: Vec<(&Bytes, &Bytes)> = batch.iter().map(|m| (&m.table, &m.row)).collect();
-    rows.sort_unstable();
-    rows.windows(2)
-        .find(|pair| pair[0] == pair[1])
-        .map(|pair| pair[0])
-}
-
-fn too_many_atomic_rows(size: usize, limit: usize) -> StoreError {
-    StoreError::TooLarge {
-        what: "row mutations in one atomic (all-or-nothing) batch",
-        size,
-        limit,
-    }
-}
-
-/// Errors if the encoded key of `(table, row, column)` exceeds the backend's limit.
-pub fn check_key_size(
-    table: &[u8],
-    row: &[u8],
-    column: &[u8],
-    limits: &StoreLimits,
-) -> Result<(), StoreError> {
-    let size = key::encoded_len(table.len())
-        + key::encoded_len(row.len())
-        + key::encoded_len(column.len())
-        + 8;
-    if size > limits.max_key_bytes {
-        return Err(StoreError::TooLarge {
-            what: "bytes of an encoded cell key (table + row + column)",
-            size,
-            limit: limits.max_key_bytes,
-        });
-    }
-    Ok(())
-}
-
-/// Errors if a value exceeds the backend's limit.
-pub fn check_value_size(size: usize, limits: &StoreLimits) -> Result<(), StoreError> {
-    if size > limits.max_value_bytes {
-        return Err(StoreError::TooLarge {
-            what: "bytes of a cell value",
-            size,
-            limit: limits.max_value_bytes,
-        });
-    }
-    Ok(())
-}
-
-/// Whether `row` lies within `[start, end]` bounds (used by backends that filter while scanning).
-pub fn row_in_bounds(row: &[u8], start: &Bound<Bytes>, end: &Bound<Bytes>) -> bool {
-    let after_start = match start {
-        Bound::Included(s) => row >= s.as_ref(),
-        Bound::Excluded(s) => row > s.as_ref(),
-        Bound::Unbounded => true,
-    };
-    after_start && !row_past_end(row, end)
-}
-
-/// Whether `row` lies beyond `end` (a scan in row order can stop there).
-pub fn row_past_end(row: &[u8], end: &Bound<Bytes>) -> bool {
-    match end {
-        Bound::Included(e) => row > e.as_ref(),
-        Bound::Excluded(e) => row >= e.as_ref(),
-        Bound::Unbounded => false,
-    }
-}
-
-/// Keeps at most `max` newest versions per column of a list ordered by column then newest first.
-pub fn truncate_versions(cells: &mut Vec<Cell>, max: Option<usize>) {
-    let Some(max) = max else { return };
-    let mut kept = 0usize;
-    let mut current: Option<Bytes> = None;
-    cells.retain(|cell| {
-        if current.as_ref() != Some(&cell.column) {
-            current = Some(cell.column.clone());
-            kept = 0;
-        }
-        kept += 1;
-        kept <= max
-    });
 }

@@ -11,9 +11,9 @@
 use std::ops::Bound;
 
 use bytes::Bytes;
-use percolator_core::records::{WriteKind, WriteRecord};
+use percolator_core::backend::records::{WriteKind, WriteRecord};
+use percolator_core::internal::tables::ack_column;
 use percolator_core::store::{Columns, Family, FamilyRead, scan_page};
-use percolator_core::tables::ack_column;
 use percolator_core::{NotificationKind, Result, RowStore};
 
 use crate::Observers;

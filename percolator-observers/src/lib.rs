@@ -33,7 +33,7 @@ pub mod conformance;
 pub use metrics::{ObserverRuns, RuntimeStats};
 pub use observer::{Change, Observer, Observers};
 pub use parking::{ParkedChange, RetryReport, parked, retry_parked};
-pub use percolator_core::histogram::Histogram;
+pub use percolator_core::internal::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};
 pub use runtime::{GcSchedule, Runtime, RuntimeConfig, RuntimeError, any_pending_on, pending_on};

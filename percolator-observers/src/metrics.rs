@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use percolator_core::histogram::Histogram;
+use percolator_core::internal::histogram::Histogram;
 use percolator_core::txn::TxnMetricsSnapshot;
 use serde::Serialize;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use percolator_core::observer_registry::Registration;
+use percolator_core::internal::observer_registry::Registration;
 use percolator_core::{NotificationKind, ObservedColumn, Result, RowStore, Transaction};
 
 /// What changed, as the observer's snapshot sees it.
@@ -110,7 +110,7 @@ impl<S: RowStore> Observers<S> {
             )));
         }
         let observed = observer.observed();
-        percolator_core::tables::check_user_table(&observed.table)?;
+        percolator_core::internal::tables::check_user_table(&observed.table)?;
         self.by_column
             .entry((observed.table, observed.column))
             .or_default()
@@ -126,7 +126,7 @@ impl<S: RowStore> Observers<S> {
     }
 
     /// The registrations of these observers in the store's observer registry
-    /// ([`percolator_core::observer_registry`]), which [`crate::Runtime::start`] writes.
+    /// ([`percolator_core::internal::observer_registry`]), which [`crate::Runtime::start`] writes.
     pub fn registrations(&self) -> Vec<Registration> {
         self.list
             .iter()

@@ -18,7 +18,7 @@
 use std::ops::Bound;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use percolator_core::tables::PARKED_TABLE;
+use percolator_core::internal::tables::PARKED_TABLE;
 use percolator_core::{Client, Error, Result, RowStore};
 use percolator_core::{Condition, Family, FamilyRead, Mutation, RowMutation, Scan};
 

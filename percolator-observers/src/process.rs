@@ -9,7 +9,7 @@
 //! too (they run regardless of it).
 //!
 //! **Clearing** a column's notifications needs every observer registered for it in the store
-//! (see `percolator_core::observer_registry`) to have covered them: this worker's runs cover up
+//! (see `percolator_core::internal::observer_registry`) to have covered them: this worker's runs cover up
 //! to their snapshots, another worker's observer up to its ack. A row that waits for another
 //! worker's observer backs off instead of spinning.
 //!
@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use percolator_core::backoff::Backoff;
+use percolator_core::internal::backoff::Backoff;
 use percolator_core::{CellAddr, Error, NotifyRow, NotifyVersion, Result, RowStore, Transaction};
 
 use crate::metrics::bump;

@@ -152,7 +152,12 @@ impl StoreSpec {
             Kind::Embedded => Ok(Self::with_dir(info.name, db.to_path_buf())),
             Kind::Cluster => {
                 let (addresses, flag, hint, example) = if info.name == "tikv" {
-                    (pd, "--pd HOST:PORT[,…]", "or PERCOLATOR_TIKV_PD", "HOST:PORT")
+                    (
+                        pd,
+                        "--pd HOST:PORT[,…]",
+                        "or PERCOLATOR_TIKV_PD",
+                        "HOST:PORT",
+                    )
                 } else {
                     (
                         endpoints,

@@ -25,7 +25,7 @@ pub(crate) fn render<S: RowStore>(
     stats: &RuntimeStats,
 ) -> String {
     let mut out = String::new();
-    let quantiles = |h: &percolator_core::histogram::Histogram| {
+    let quantiles = |h: &percolator_core::internal::histogram::Histogram| {
         [
             ("{quantile=\"0.5\"}", h.quantile(0.5).as_secs_f64()),
             ("{quantile=\"0.99\"}", h.quantile(0.99).as_secs_f64()),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use percolator_core::histogram::Histogram;
+use percolator_core::internal::histogram::Histogram;
 use percolator_core::{Client, RowStore};
 use percolator_observers::Runtime;
 use percolator_webindex::Clustered;

@@ -20,23 +20,18 @@
 
 pub mod loader;
 pub mod process;
+mod run;
 pub mod timeline;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use percolator_backend_etcd::{EtcdConfig, EtcdStore};
-use percolator_core::{Client, TimestampOracle};
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
-use percolator_observers::audit;
-use percolator_oracle::{RemoteOracle, RemoteOracleConfig};
-use percolator_webindex::synthetic::SyntheticCrawl;
-use percolator_webindex::{self as webindex, schema};
 use serde::Serialize;
 
-use self::loader::{AckCheck, Loader, LoaderConfig, LoaderRecord};
+use self::loader::{AckCheck, LoaderConfig, LoaderRecord};
 use self::process::Process;
+pub use self::run::run;
+use self::run::{Fault, OracleSlot, WorkerSlot};
 use self::timeline::{Dip, Samples};
 
 /// Why the run could not be made or checked.
@@ -286,261 +281,6 @@ impl Figure10Report {
 /// How long the final worker may take to drain the backlog.
 const DRAIN_LIMIT: Duration = Duration::from_secs(600);
 
-/// A worker slot: the running incarnation and the ones killed before it.
-struct WorkerSlot {
-    name: String,
-    running: Option<Process>,
-    killed: Vec<Process>,
-}
-
-/// An oracle instance and its fixed address.
-struct OracleSlot {
-    name: String,
-    address: String,
-    running: Option<Process>,
-    killed: Vec<Process>,
-}
-
-/// Runs the whole experiment; `say` gets a line at every step (the binary prints them).
-pub async fn run(
-    config: &Figure10Config,
-    say: impl Fn(&str),
-) -> Result<Figure10Report, Figure10Error> {
-    if let Some(reason) = percolator_etcd_cluster::skip_reason() {
-        return Err(Figure10Error::EtcdUnavailable(reason.to_owned()));
-    }
-    say("starting a 3-member etcd cluster");
-    let mut cluster = blocking(|| LocalCluster::start(ClusterConfig::default().with_members(3)))
-        .await?
-        .map_err(|e| Figure10Error::Cluster(e.to_string()))?;
-    let endpoints = cluster.endpoints();
-    let namespace = format!("figure10-{}", std::process::id());
-    let store_args: Vec<String> = [
-        "--backend",
-        "etcd",
-        "--endpoints",
-        &endpoints.join(","),
-        "--namespace",
-        &namespace,
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-
-    say("starting 2 oracle instances");
-    let mut oracles = Vec::new();
-    for name in ["oracle A", "oracle B"] {
-        let mut slot = OracleSlot {
-            name: name.to_owned(),
-            address: "127.0.0.1:0".to_owned(),
-            running: None,
-            killed: Vec::new(),
-        };
-        let mut process = spawn_oracle(config, &store_args, &slot)?;
-        let line = process
-            .wait_for_line("oracle listening on", Duration::from_secs(30))
-            .await?;
-        slot.address = line.rsplit(' ').next().unwrap_or_default().to_owned();
-        if oracles.is_empty() {
-            process
-                .wait_for_line("oracle leading", Duration::from_secs(30))
-                .await?;
-        }
-        slot.running = Some(process);
-        oracles.push(slot);
-    }
-    let addresses: Vec<String> = oracles.iter().map(|o| o.address.clone()).collect();
-    let mut base = store_args.clone();
-    base.extend(["--oracle".to_owned(), addresses.join(",")]);
-
-    // The harness's own client: the crawler and the final checks.
-    let store = Arc::new(
-        EtcdStore::connect(&EtcdConfig::new(endpoints.clone()), namespace.as_bytes())
-            .await
-            .map_err(|e| Figure10Error::Cluster(format!("connect: {e}")))?,
-    );
-    let oracle: Arc<dyn TimestampOracle> = Arc::new(RemoteOracle::new(RemoteOracleConfig::new(
-        addresses.iter().cloned(),
-    ))?);
-    let client = Client::builder(Arc::clone(&store))
-        .oracle(oracle)
-        .observe_all(&webindex::observed_columns())
-        .build()
-        .await?;
-
-    let crawl = SyntheticCrawl::new(config.docs, config.seed);
-    say(&format!(
-        "starting {} workers and the crawler ({} pages, {:.0} pages/s)",
-        config.workers, config.docs, config.loader.pages_per_sec
-    ));
-    let origin = Instant::now();
-    let loader = Loader::start(client.clone(), crawl, config.loader.clone());
-    let mut workers = Vec::new();
-    for i in 0..config.workers {
-        let name = format!("worker {}", i + 1);
-        let process = Process::spawn(&name, worker_command(config, &base))?;
-        workers.push(WorkerSlot {
-            name,
-            running: Some(process),
-            killed: Vec::new(),
-        });
-    }
-
-    let mut faults: Vec<(String, String, f64, f64)> = Vec::new();
-    // 1. A worker.
-    sleep_until(origin + config.phase).await;
-    let at = origin.elapsed().as_secs_f64();
-    let slot = &mut workers[0];
-    say(&format!("fault 1 at {at:.1} s: kill -9 {}", slot.name));
-    if let Some(mut process) = slot.running.take() {
-        process.kill9();
-        slot.killed.push(process);
-    }
-    tokio::time::sleep(config.worker_down_for).await;
-    slot.running = Some(Process::spawn(&slot.name, worker_command(config, &base))?);
-    faults.push((
-        "worker".into(),
-        format!("kill -9 {}", slot.name),
-        at,
-        config.worker_down_for.as_secs_f64(),
-    ));
-
-    // 2. The etcd leader.
-    sleep_until(origin + config.phase * 2).await;
-    let (leader, took_cluster) = blocking(move || {
-        let leader = cluster.leader();
-        if let Some(i) = leader {
-            let _ = cluster.kill(i);
-        }
-        (leader, cluster)
-    })
-    .await?;
-    cluster = took_cluster;
-    let at = origin.elapsed().as_secs_f64();
-    let leader = leader.ok_or_else(|| Figure10Error::Cluster("no etcd leader to kill".into()))?;
-    say(&format!(
-        "fault 2 at {at:.1} s: kill -9 the etcd leader (member {leader})"
-    ));
-    tokio::time::sleep(config.etcd_down_for).await;
-    cluster = blocking(move || cluster.restart(leader).map(|()| cluster))
-        .await?
-        .map_err(|e| Figure10Error::Cluster(format!("restart member {leader}: {e}")))?;
-    faults.push((
-        "etcd-leader".into(),
-        format!("kill -9 etcd leader (member {leader})"),
-        at,
-        config.etcd_down_for.as_secs_f64(),
-    ));
-
-    // 3. The leading oracle.
-    sleep_until(origin + config.phase * 3).await;
-    let leading = wait_for_leading_oracle(&oracles, Duration::from_secs(10)).await?;
-    let at = origin.elapsed().as_secs_f64();
-    let slot = &mut oracles[leading];
-    say(&format!(
-        "fault 3 at {at:.1} s: kill -9 the leading oracle ({})",
-        slot.name
-    ));
-    if let Some(mut process) = slot.running.take() {
-        process.kill9();
-        slot.killed.push(process);
-    }
-    tokio::time::sleep(config.oracle_down_for).await;
-    let mut restarted = spawn_oracle(config, &store_args, slot)?;
-    restarted
-        .wait_for_line("oracle listening on", Duration::from_secs(30))
-        .await?;
-    slot.running = Some(restarted);
-    faults.push((
-        "oracle-leader".into(),
-        format!("kill -9 leading oracle ({})", slot.name),
-        at,
-        config.oracle_down_for.as_secs_f64(),
-    ));
-
-    sleep_until(origin + config.phase * 4).await;
-    let measured = origin.elapsed();
-    say("stopping the crawler and the workers");
-    let record = loader.stop().await;
-    let (mut rolled_back, mut rolled_forward) = (0, 0);
-    for slot in &mut workers {
-        if let Some(process) = slot.running.as_mut() {
-            process.terminate()?;
-            let output = process.finish(Duration::from_secs(120)).await?;
-            let (back, forward) = worker_locks(&output);
-            rolled_back += back;
-            rolled_forward += forward;
-        }
-    }
-    say("draining what is pending with one more worker");
-    let drain_began = Instant::now();
-    let mut drain_args = base.clone();
-    drain_args.extend(["webindex", "run"].map(String::from));
-    let mut drain = Process::spawn(
-        "drain worker",
-        Process::percolator(&config.percolator, &drain_args, &[]),
-    )?;
-    drain.finish(DRAIN_LIMIT).await?;
-    let drain_secs = drain_began.elapsed().as_secs_f64();
-
-    say("checking");
-    let acks = loader::check_acks(&client, &crawl, &record).await?;
-    let check = webindex::check(&client).await?;
-    let strong = audit::strong_runs(store.as_ref(), &webindex::observers(None)).await?;
-    let (mut pending, mut locks) = (0, 0);
-    for table in schema::TABLES {
-        pending += client.pending_notifications(table).await?;
-        locks += client.locks(table).await?.len();
-    }
-    client.shutdown().await?;
-    for slot in &mut oracles {
-        if let Some(process) = slot.running.as_mut() {
-            let _ = process.terminate();
-            let _ = process.finish(Duration::from_secs(10)).await;
-        }
-    }
-    let _ = blocking(move || cluster.stop()).await;
-
-    let (timeline, observer_runs, dips) =
-        timeline_of(config, origin, measured, &workers, &record, &faults);
-    Ok(Figure10Report {
-        docs: config.docs,
-        workers: config.workers,
-        bucket_secs: config.bucket.as_secs_f64(),
-        measured_secs: measured.as_secs_f64(),
-        timeline,
-        faults: faults
-            .into_iter()
-            .zip(dips)
-            .map(
-                |((kind, action, at_secs, down_secs), (observers, crawler))| FaultReport {
-                    kind,
-                    action,
-                    at_secs,
-                    down_secs,
-                    observers,
-                    crawler,
-                },
-            )
-            .collect(),
-        observer_runs,
-        pages_written: record.written_at.len(),
-        generations: record.generations,
-        load_retries: record.retried,
-        loads_given_up: record.gave_up,
-        locks_rolled_back: rolled_back,
-        locks_rolled_forward: rolled_forward,
-        drain_secs,
-        acks,
-        violations: check.violations.iter().map(ToString::to_string).collect(),
-        strong_runs: strong.runs,
-        strong_changes: strong.changes,
-        doubled: strong.doubled.iter().map(ToString::to_string).collect(),
-        pending,
-        locks,
-    })
-}
-
 type Dips = Vec<(Dip, Dip)>;
 
 /// The per-bucket rates, the observer runs counted, and each fault's dips.
@@ -550,7 +290,7 @@ fn timeline_of(
     measured: Duration,
     workers: &[WorkerSlot],
     record: &LoaderRecord,
-    faults: &[(String, String, f64, f64)],
+    faults: &[Fault],
 ) -> (Vec<TimelinePoint>, u64, Dips) {
     let buckets = (measured.as_secs_f64() / config.bucket.as_secs_f64()).ceil() as usize;
     let incarnations: Vec<Samples> = workers

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use percolator_core::backoff::Backoff;
+use percolator_core::internal::backoff::Backoff;
 use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction};
 use percolator_observers::{Change, Observer, Observers, Runtime, RuntimeConfig};
 use tokio::sync::{Mutex, mpsc};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use percolator_core::records::{LockRecord, NotifyRecord, WriteRecord};
+use percolator_core::backend::records::{LockRecord, NotifyRecord, WriteRecord};
 use percolator_core::{Family, FamilyRead, RowStore, Scan, TimestampOracle};
 use percolator_webindex as webindex;
 
@@ -225,7 +225,7 @@ pub async fn status<S: RowStore>(
     }
     // Lease expiry is judged against oracle time, as GC judges it.
     let now_ms = percolator_core::oracle::time::physical_ms(client.begin().await?.start_ts());
-    let leases = percolator_core::liveness::StoreLiveness::new(Arc::clone(&store))
+    let leases = percolator_core::internal::liveness::StoreLiveness::new(Arc::clone(&store))
         .leases()
         .await?;
     let live = leases.iter().filter(|l| l.until_ms >= now_ms).count();

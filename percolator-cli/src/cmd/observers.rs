@@ -1,11 +1,11 @@
 //! `percolator observers list|retry|forget`: the store's observer registry (which observers
-//! watch which columns, see `percolator_core::observer_registry`) and the changes parked after
+//! watch which columns, see `percolator_core::internal::observer_registry`) and the changes parked after
 //! their observer failed too often (see `percolator_observers::parking`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use percolator_core::observer_registry;
+use percolator_core::internal::observer_registry;
 use percolator_core::{NotificationKind, RowStore, TimestampOracle};
 use percolator_observers::{ParkedChange, parked, retry_parked};
 

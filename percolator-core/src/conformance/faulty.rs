@@ -360,7 +360,7 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         // Tighter limits are enforced, as a backend with those limits would.
         if let Some(limits) = *self.limits.lock() {
-            crate::store::validate_batch(&batch, &limits)?;
+            crate::backend::validate::validate_batch(&batch, &limits)?;
         }
         self.with_batch_faults(batch, |batch| self.inner.mutate_rows(batch))
             .await
@@ -373,7 +373,7 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         batch: Vec<RowMutation>,
     ) -> Result<AtomicOutcome, StoreError> {
         if let Some(limits) = *self.limits.lock() {
-            crate::store::validate_atomic_batch(&batch, &limits)?;
+            crate::backend::validate::validate_atomic_batch(&batch, &limits)?;
         }
         self.with_batch_faults(batch, |batch| self.inner.mutate_rows_atomically(batch))
             .await

@@ -234,7 +234,12 @@ impl<S: RowStore> Client<S> {
     ) -> Result<()> {
         check_user_table(table.as_ref())?;
         let limits = self.inner.store.limits();
-        crate::store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
+        crate::backend::validate::check_key_size(
+            table.as_ref(),
+            row.as_ref(),
+            column.as_ref(),
+            &limits,
+        )?;
         let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
         let ts = self.inner.timestamp().await?;
         let value = NotifyRecord {

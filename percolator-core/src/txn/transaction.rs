@@ -148,7 +148,12 @@ impl<S: RowStore> Transaction<S> {
     ) -> Result<CellAddr> {
         check_user_table(table.as_ref())?;
         let limits = self.client.inner.store.limits();
-        store::check_key_size(table.as_ref(), row.as_ref(), column.as_ref(), &limits)?;
+        crate::backend::validate::check_key_size(
+            table.as_ref(),
+            row.as_ref(),
+            column.as_ref(),
+            &limits,
+        )?;
         Ok(CellAddr::new(
             bytes_of(table),
             bytes_of(row),
@@ -282,7 +287,7 @@ impl<S: RowStore> Transaction<S> {
         let addr = self.addr(table, row, column)?;
         let value = value.into();
         let limits = self.client.inner.store.limits();
-        store::check_value_size(value.len(), &limits)?;
+        crate::backend::validate::check_value_size(value.len(), &limits)?;
         self.writes.insert(addr, Some(value));
         Ok(())
     }
@@ -324,7 +329,7 @@ impl<S: RowStore> Transaction<S> {
             .collect();
         for (addr, value) in &self.writes {
             if addr.table != table
-                || !store::row_in_bounds(&addr.row, &start, &end)
+                || !crate::backend::scan::row_in_bounds(&addr.row, &start, &end)
                 || !columns.matches(&addr.column)
             {
                 continue;

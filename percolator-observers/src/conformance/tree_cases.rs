@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use percolator_core::backend::key::prefix_successor;
 use percolator_core::conformance::StoreFactory;
-use percolator_core::key::prefix_successor;
 use percolator_core::{Columns, ObservedColumn, Result, RowStore, Transaction};
 use rand::Rng as _;
 
@@ -182,7 +182,7 @@ async fn history<S: RowStore>(
     table: &str,
     row: &[u8],
 ) -> Vec<String> {
-    use percolator_core::records::WriteRecord;
+    use percolator_core::backend::records::WriteRecord;
     use percolator_core::{Family, FamilyRead, ReadRow};
     let read = client
         .store()

@@ -132,6 +132,11 @@ fn machine() -> String {
     format!("{cores} cores ({model}), {gib:.0} GiB")
 }
 
+/// Named reports: `(name, json)`.
+type Reports = [(String, Value)];
+/// Headline rows: `(label, value)`.
+type Headlines = Vec<(String, String)>;
+
 /// One benchmark's section of the report.
 struct Section {
     /// Its marker name (`micro`, `tpce`, …).
@@ -139,7 +144,7 @@ struct Section {
     /// The reports it renders: `(name, json)`, name without the prefix.
     reports: Vec<(String, Value)>,
     /// The rendered table and its headline rows.
-    render: fn(&[(String, Value)]) -> (String, Vec<(String, String)>),
+    render: fn(&Reports) -> (String, Headlines),
 }
 
 /// The sections in report order, each with the reports of `dir` it covers (usable ones only;

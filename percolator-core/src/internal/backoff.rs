@@ -21,7 +21,7 @@ use crate::txn::TxnConfig;
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use percolator_core::backoff::Backoff;
+/// # use percolator_core::internal::backoff::Backoff;
 /// let mut backoff = Backoff::new(Duration::from_millis(1), Duration::from_millis(4));
 /// for _ in 0..10 {
 ///     assert!(backoff.next_delay() <= Duration::from_millis(4));

@@ -1,0 +1,90 @@
+//! The document processor: the first stage, turning a page's raw HTML into the cells the
+//! later stages read (title, terms, outgoing links, declared canonical, content hash) and
+//! inverting its links into the `links` rows of their targets.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use percolator_core::{ObservedColumn, Result, RowStore, Transaction};
+use percolator_observers::{Change, Observer};
+
+use crate::html::parse_page;
+use crate::schema::*;
+
+/// Parses pages and inverts their links.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DocumentProcessor;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for DocumentProcessor {
+    fn name(&self) -> &str {
+        "document-processor"
+    }
+
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::strong(DOCUMENTS, RAW)
+    }
+
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let url = &change.row;
+        let old_links: BTreeMap<String, String> = txn
+            .get(DOCUMENTS, url, OUTLINKS)
+            .await?
+            .map(|b| decode_outlinks(&b).into_iter().collect())
+            .unwrap_or_default();
+        let old_hash = txn.get(DOCUMENTS, url, HASH).await?;
+        let new_links: BTreeMap<String, String> = match &change.value {
+            None => {
+                for column in [HASH, TITLE, TERMS, OUTLINKS, DECLARED_CANONICAL] {
+                    txn.delete(DOCUMENTS, url, column)?;
+                }
+                BTreeMap::new()
+            }
+            Some(raw) => {
+                let page = parse_page(&String::from_utf8_lossy(url), raw);
+                txn.set(DOCUMENTS, url, TITLE, page.title.clone())?;
+                txn.set(DOCUMENTS, url, TERMS, page.terms.encode())?;
+                let links: BTreeMap<String, String> = page
+                    .links
+                    .into_iter()
+                    .filter(|l| l.target.len() <= MAX_URL_BYTES)
+                    .map(|l| (l.target, l.anchor))
+                    .collect();
+                txn.set(
+                    DOCUMENTS,
+                    url,
+                    OUTLINKS,
+                    encode_outlinks(links.iter().map(|(t, a)| (t.as_str(), a.as_str()))),
+                )?;
+                let old_declared = txn.get(DOCUMENTS, url, DECLARED_CANONICAL).await?;
+                let declared_changed =
+                    old_declared.as_deref() != page.canonical.as_deref().map(str::as_bytes);
+                match &page.canonical {
+                    Some(c) if declared_changed => {
+                        txn.set(DOCUMENTS, url, DECLARED_CANONICAL, c.clone())?
+                    }
+                    None if declared_changed => txn.delete(DOCUMENTS, url, DECLARED_CANONICAL)?,
+                    _ => {}
+                }
+                // The clusterer observes the hash: written again when only the declared
+                // canonical changed, so that the cluster's canonical is chosen again.
+                if declared_changed || old_hash.as_deref() != Some(page.content_hash.as_bytes()) {
+                    txn.set(DOCUMENTS, url, HASH, page.content_hash)?;
+                }
+                links
+            }
+        };
+        let from = from_column(url);
+        for target in old_links.keys().filter(|t| !new_links.contains_key(*t)) {
+            txn.delete(LINKS, target, &from)?;
+            txn.notify(LINKS, target, ANCHORS)?;
+        }
+        for (target, anchor) in &new_links {
+            if old_links.get(target) != Some(anchor) {
+                txn.set(LINKS, target, &from, anchor.clone())?;
+                txn.notify(LINKS, target, ANCHORS)?;
+            }
+        }
+        Ok(())
+    }
+}
