@@ -3,8 +3,9 @@
 //! Every store gets a fresh namespace on one cluster. The cluster is the one named by
 //! `PERCOLATOR_ETCD_ENDPOINTS` (comma-separated client URLs; `cargo xtask` starts a 3-member
 //! cluster and sets it for the whole run), or else a 3-member cluster this factory starts on
-//! loopback and stops when it is dropped. Without either (no `etcd` installed), the factory
-//! reports a skip reason and the suite's tests say so instead of running.
+//! loopback and stops when it is dropped. The test binaries that use it run under
+//! `percolator-testkit`'s harness, which reports them as skipped, with the reason, where etcd is
+//! not installed.
 
 // Test support: a store that cannot be opened fails the test that asked for it.
 #![allow(clippy::panic)]
@@ -22,8 +23,7 @@ pub use percolator_etcd_cluster::{ENDPOINTS_VAR, endpoints_from_env};
 
 /// Opens etcd stores in fresh namespaces of one cluster.
 pub struct EtcdFactory {
-    config: Option<EtcdConfig>,
-    skip: Option<String>,
+    config: EtcdConfig,
     /// The cluster this factory started (stopped on drop), if it did not use an existing one.
     _cluster: Option<LocalCluster>,
 }
@@ -32,7 +32,6 @@ impl std::fmt::Debug for EtcdFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdFactory")
             .field("config", &self.config)
-            .field("skip", &self.skip)
             .finish_non_exhaustive()
     }
 }
@@ -44,37 +43,28 @@ impl Default for EtcdFactory {
 }
 
 impl EtcdFactory {
-    /// The cluster of [`ENDPOINTS_VAR`], else a new local 3-member cluster, else a factory
-    /// that reports why it cannot run.
+    /// The cluster of [`ENDPOINTS_VAR`], else a new local 3-member cluster. The test binaries
+    /// that use it run under `percolator-testkit`'s harness, which reports them as skipped where
+    /// etcd is not installed, so this is never reached there.
     pub fn from_env() -> Self {
         if let Some(endpoints) = endpoints_from_env() {
             return Self {
-                config: Some(EtcdConfig::new(endpoints)),
-                skip: None,
-                _cluster: None,
-            };
-        }
-        if let Some(reason) = percolator_etcd_cluster::skip_reason() {
-            return Self {
-                config: None,
-                skip: Some(format!("{reason}, and {ENDPOINTS_VAR} is not set")),
+                config: EtcdConfig::new(endpoints),
                 _cluster: None,
             };
         }
         match LocalCluster::start(ClusterConfig::default()) {
             Ok(cluster) => Self {
-                config: Some(EtcdConfig::new(cluster.endpoints())),
-                skip: None,
+                config: EtcdConfig::new(cluster.endpoints()),
                 _cluster: Some(cluster),
             },
-            // etcd is installed but would not start: that is a failure, not a skip.
             Err(e) => panic!("could not start a local etcd cluster: {e}"),
         }
     }
 
-    /// The client configuration of the cluster in use (`None` when skipping).
-    pub fn config(&self) -> Option<&EtcdConfig> {
-        self.config.as_ref()
+    /// The client configuration of the cluster in use.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.config
     }
 }
 
@@ -92,14 +82,8 @@ fn unique_namespace() -> String {
 impl StoreFactory for EtcdFactory {
     type Store = EtcdStore;
 
-    fn skip_reason(&self) -> Option<String> {
-        self.skip.clone()
-    }
-
     async fn open(&self) -> Arc<EtcdStore> {
-        let Some(config) = &self.config else {
-            panic!("etcd factory used while skipping: {:?}", self.skip);
-        };
+        let config = &self.config;
         let namespace = unique_namespace();
         Arc::new(
             EtcdStore::connect(config, namespace.as_bytes())
@@ -110,9 +94,7 @@ impl StoreFactory for EtcdFactory {
 
     async fn restart(&self, store: Arc<EtcdStore>) -> Arc<EtcdStore> {
         // A new process on the same cluster: a new client on the same namespace.
-        let Some(config) = &self.config else {
-            panic!("etcd factory used while skipping: {:?}", self.skip);
-        };
+        let config = &self.config;
         let namespace = store.namespace().to_vec();
         drop(store);
         Arc::new(

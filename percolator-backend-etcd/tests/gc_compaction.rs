@@ -1,13 +1,15 @@
 //! GC bounds etcd's own history too: `collect_garbage` compacts the cluster up to the revision
 //! the previous run recorded, so old revisions of overwritten and deleted keys are dropped, while
-//! every current key stays readable. Skipped, with the reason, where etcd is not installed.
+//! every current key stays readable. Reported as skipped, with the reason, where etcd is not
+//! installed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bytes::Bytes;
 use percolator_backend_etcd::{EtcdConfig, EtcdError, EtcdStore, proto};
 use percolator_core::{Family, FamilyRead, Mutation, ReadRow, RowMutation, RowStore};
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster, skip_reason};
+use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
+use percolator_testkit::{Harness, Needs};
 
 fn put(round: u64) -> RowMutation {
     RowMutation {
@@ -35,12 +37,7 @@ async fn revision(store: &EtcdStore) -> i64 {
     answer.header.unwrap().revision
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_compacts_etcd_history_up_to_the_previous_run() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
-        return;
-    }
     let cluster = LocalCluster::start(ClusterConfig::default().with_members(1)).unwrap();
     let store = EtcdStore::connect(&EtcdConfig::new(cluster.endpoints()), b"gc")
         .await
@@ -81,4 +78,14 @@ async fn gc_compacts_etcd_history_up_to_the_previous_run() {
         .unwrap();
     assert_eq!(cells[0].len(), 1);
     assert_eq!(cells[0][0].value, Bytes::from("round 9"));
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd])
+        .tokio(
+            "gc_compacts_etcd_history_up_to_the_previous_run",
+            2,
+            gc_compacts_etcd_history_up_to_the_previous_run,
+        )
+        .run()
 }

@@ -14,18 +14,14 @@ use parking_lot::Mutex;
 use percolator_backend_etcd::{EtcdConfig, EtcdStore};
 use percolator_core::workload::{self, ACCOUNTS, TRANSFERS};
 use percolator_core::{Client, TxnConfig};
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster, skip_reason};
+use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
+use percolator_testkit::{Harness, Needs};
 
 const ACCOUNT_COUNT: usize = 20;
 const INITIAL: i64 = 1_000;
 const WORKERS: usize = 4;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_sigkill_mid_workload() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
-        return;
-    }
     let mut cluster = LocalCluster::start(ClusterConfig::default()).unwrap();
     let config = EtcdConfig::new(cluster.endpoints())
         .with_request_timeout(Duration::from_secs(3))
@@ -172,4 +168,14 @@ async fn leader_sigkill_mid_workload() {
         stall.as_secs_f64(),
         acked.len(),
     );
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd])
+        .tokio(
+            "leader_sigkill_mid_workload",
+            2,
+            leader_sigkill_mid_workload,
+        )
+        .run()
 }

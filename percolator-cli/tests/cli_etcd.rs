@@ -3,12 +3,12 @@
 //! is the one in `PERCOLATOR_ETCD_ENDPOINTS` (`cargo xtask ci` starts one for the run), or one
 //! this test starts; skipped, saying why, where etcd is not installed.
 
-#![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::process::Command;
 
-use percolator_etcd_cluster::{TestCluster, skip_reason};
+use percolator_etcd_cluster::TestCluster;
+use percolator_testkit::{Harness, Needs};
 
 fn percolator(endpoints: &str, namespace: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_percolator"))
@@ -31,12 +31,10 @@ fn percolator(endpoints: &str, namespace: &str, args: &[&str]) -> (bool, String)
     (out.status.success(), text)
 }
 
-#[test]
 fn webindex_on_an_etcd_cluster() {
-    let Some(cluster) = TestCluster::from_env_or_start().unwrap() else {
-        eprintln!("SKIPPED: {}", skip_reason().unwrap_or("no etcd"));
-        return;
-    };
+    let cluster = TestCluster::from_env_or_start()
+        .unwrap()
+        .expect("the harness runs this only where etcd is installed");
     let endpoints = cluster.endpoints().join(",");
     let namespace = format!("cli-{}-{}", std::process::id(), rand_suffix());
 
@@ -91,4 +89,10 @@ fn rand_suffix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd])
+        .test("webindex_on_an_etcd_cluster", webindex_on_an_etcd_cluster)
+        .run()
 }

@@ -10,22 +10,17 @@
 //! experiment for its timeline (`target/bench/faults.svg`). Skipped, saying why, without etcd
 //! (`.ci/run` installs it).
 
-#![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::path::PathBuf;
 
-use percolator_bench::figure10::{self, Figure10Config, Figure10Error};
+use percolator_bench::figure10::{self, Figure10Config};
+use percolator_testkit::{Harness, Needs};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_survives_worker_etcd_leader_and_oracle_kills() {
     let config = Figure10Config::quick(PathBuf::from(env!("CARGO_BIN_EXE_percolator")));
     let report = match figure10::run(&config, |line| eprintln!("figure10: {line}")).await {
         Ok(report) => report,
-        Err(Figure10Error::EtcdUnavailable(reason)) => {
-            eprintln!("SKIPPED: {reason}");
-            return;
-        }
         Err(e) => panic!("{e}"),
     };
     eprintln!("{}", report.table());
@@ -71,4 +66,14 @@ async fn pipeline_survives_worker_etcd_leader_and_oracle_kills() {
             fault.action
         );
     }
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd])
+        .tokio(
+            "pipeline_survives_worker_etcd_leader_and_oracle_kills",
+            2,
+            pipeline_survives_worker_etcd_leader_and_oracle_kills,
+        )
+        .run()
 }

@@ -14,7 +14,6 @@
 //! The cluster is `PERCOLATOR_ETCD_ENDPOINTS` or one this test starts. Skipped, saying why,
 //! without etcd or faketime (`.ci/run` installs both).
 
-#![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::io::{BufRead as _, BufReader};
@@ -22,7 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use percolator_etcd_cluster::{TestCluster, skip_reason};
+use percolator_etcd_cluster::TestCluster;
+use percolator_testkit::{Harness, Needs};
 
 /// A `percolator` process whose output lines are collected as they come.
 struct Process {
@@ -163,26 +163,10 @@ fn run(base: &[String], args: &[&str]) -> String {
     text
 }
 
-fn faketime_missing() -> Option<String> {
-    let works = Command::new("faketime")
-        .args(["-f", "+10m", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    (!works).then(|| "faketime is not installed (apt-get install faketime)".to_owned())
-}
-
-#[test]
 fn workers_and_oracles_as_processes_with_skewed_clocks_and_kills() {
-    if let Some(reason) = faketime_missing() {
-        eprintln!("SKIPPED: {reason}");
-        return;
-    }
-    let Some(cluster) = TestCluster::from_env_or_start().unwrap() else {
-        eprintln!("SKIPPED: {}", skip_reason().unwrap_or("no etcd"));
-        return;
-    };
+    let cluster = TestCluster::from_env_or_start()
+        .unwrap()
+        .expect("the harness runs this only where etcd is installed");
     let endpoints = cluster.endpoints().join(",");
     let namespace = format!("multi-{}", std::process::id());
     let store: Vec<String> = [
@@ -271,4 +255,13 @@ fn workers_and_oracles_as_processes_with_skewed_clocks_and_kills() {
     assert!(status.contains("0 pending, 0 locks"), "{status}");
     eprintln!("phase 2 with a kill -9 of a worker and of the leading oracle: {took:?}");
     drop(cluster);
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd, Needs::Faketime])
+        .test(
+            "workers_and_oracles_as_processes_with_skewed_clocks_and_kills",
+            workers_and_oracles_as_processes_with_skewed_clocks_and_kills,
+        )
+        .run()
 }

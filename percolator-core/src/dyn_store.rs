@@ -30,6 +30,25 @@ use crate::store::{
 ///     Arc::new(store)
 /// }
 /// ```
+///
+/// A client over it is a `Client<DynStore>`, whatever the backend behind it:
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, DynStore, RowStore};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let store: DynStore = Arc::new(MemStore::new()); // chosen at run time, say from a flag
+/// assert_eq!(store.name(), "mem");
+/// let client: Client<DynStore> = Client::open(Arc::new(store)).await?;
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?;
+/// let txn = client.begin().await?;
+/// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"hello"[..]));
+/// # client.shutdown().await }
+/// ```
 pub type DynStore = Arc<dyn RowStore>;
 
 /// A boxed future, as `async_trait` returns them.

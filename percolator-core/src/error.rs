@@ -64,6 +64,32 @@ impl From<KeyError> for StoreError {
 }
 
 /// An error from a transaction, the oracle or lock resolution.
+///
+/// Two transactions that write the same cell: the second to commit gets a
+/// [`Conflict`](Error::Conflict), and [`Error::is_retryable`] says that running it again (from
+/// its reads on, as [`crate::Client::run`] does) can succeed.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, Error};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let client = Client::open(Arc::new(MemStore::new())).await?;
+/// let mut first = client.begin().await?;
+/// let mut second = client.begin().await?;
+/// first.set("accounts", "alice", "balance", "10")?;
+/// second.set("accounts", "alice", "balance", "20")?;
+/// first.commit().await?;
+/// match second.commit().await {
+///     Err(e @ Error::Conflict { .. }) => assert!(e.is_retryable()),
+///     other => panic!("expected a write conflict, got {other:?}"),
+/// }
+/// let txn = client.begin().await?;
+/// let balance = txn.get("accounts", "alice", "balance").await?;
+/// assert_eq!(balance.as_deref(), Some(&b"10"[..]));
+/// # client.shutdown().await }
+/// ```
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -201,6 +227,14 @@ impl From<StoreError> for Error {
 
 impl Error {
     /// Whether re-running the whole transaction (reads included) can succeed.
+    ///
+    /// ```
+    /// # use percolator_core::{Error, StoreError};
+    /// assert!(Error::Aborted { start_ts: 7 }.is_retryable());
+    /// assert!(Error::Store(StoreError::Unavailable("timed out".into())).is_retryable());
+    /// assert!(!Error::InvalidInput("empty table name".into()).is_retryable());
+    /// assert!(!Error::Finished.is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,

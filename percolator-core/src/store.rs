@@ -117,6 +117,34 @@ impl TsRange {
 }
 
 /// Which columns of a family a read returns.
+///
+/// ```
+/// # use percolator_core::Columns;
+/// let title = Columns::one("title");
+/// assert!(title.matches(b"title") && !title.matches(b"body"));
+/// assert!(Columns::All.matches(b"body"));
+/// assert_eq!(Columns::default(), Columns::All);
+/// ```
+///
+/// [`crate::Transaction::scan`] takes one to pick the columns of the rows it returns:
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, Columns};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// # let client = Client::open(Arc::new(MemStore::new())).await?;
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "title", "Hello")?;
+/// txn.set("docs", "a", "body", "hello, world")?;
+/// txn.commit().await?;
+/// let txn = client.begin().await?;
+/// assert_eq!(txn.scan::<&str>("docs", .., Columns::All).await?.len(), 2);
+/// let titles = txn.scan::<&str>("docs", .., Columns::one("title")).await?;
+/// assert_eq!(&titles[0].value[..], b"Hello");
+/// # client.shutdown().await }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Columns {
     /// Every column.

@@ -6,14 +6,10 @@
 
 use std::time::Duration;
 
-use percolator_etcd_cluster::{ClusterConfig, LocalCluster, skip_reason};
+use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
+use percolator_testkit::{Harness, Needs};
 
-#[test]
 fn three_members_elect_fail_over_and_tear_down() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
-        return;
-    }
     let mut cluster = LocalCluster::start(ClusterConfig::default()).unwrap();
     assert_eq!(cluster.endpoints().len(), 3);
     let first = cluster.wait_for_leader(Duration::from_secs(10)).unwrap();
@@ -46,4 +42,13 @@ fn three_members_elect_fail_over_and_tear_down() {
             "member {pid} still runs"
         );
     }
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Etcd])
+        .test(
+            "three_members_elect_fail_over_and_tear_down",
+            three_members_elect_fail_over_and_tear_down,
+        )
+        .run()
 }

@@ -34,6 +34,56 @@ pub struct RunAudit {
 }
 
 /// Audits every strong observer in `observers` over the whole store (see the module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::audit::strong_runs;
+/// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+/// # struct WordCount;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+/// #     fn name(&self) -> &str {
+/// #         "word-count"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         txn: &mut percolator_core::Transaction<S>,
+/// #         change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         let text = change.value.as_deref().unwrap_or_default();
+/// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+/// #         txn.set("stats", &change.row, "words", words.to_string())
+/// #     }
+/// # }
+/// # fn word_count() -> Observers<MemStore> {
+/// #     let mut observers = Observers::new();
+/// #     observers.register(WordCount).expect("one observer");
+/// #     observers
+/// # }
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Arc::new(MemStore::new());
+/// let client = Client::builder(Arc::clone(&store));
+/// let runtime = Runtime::start(client, word_count(), RuntimeConfig::default()).await?;
+/// for row in ["a", "b"] {
+///     let mut txn = runtime.client().begin().await?;
+///     txn.set("docs", row, "contents", "one two three")?;
+///     txn.commit().await?;
+/// }
+/// runtime.wait_idle(Duration::from_secs(30)).await?;
+/// runtime.shutdown().await?;
+///
+/// let audit = strong_runs(store.as_ref(), &word_count()).await?;
+/// assert_eq!((audit.changes, audit.runs), (2, 2)); // one run per change
+/// assert!(audit.doubled.is_empty());
+/// # Ok(()) }
+/// ```
 pub async fn strong_runs<S: RowStore>(store: &S, observers: &Observers<S>) -> Result<RunAudit> {
     let mut audit = RunAudit::default();
     for observed in observers.observed_columns() {

@@ -173,6 +173,17 @@ pub struct RuntimeStats {
 
 impl RuntimeStats {
     /// Collapse ratio: notify versions consumed per observer commit (1.0 = no collapsing).
+    ///
+    /// ```
+    /// # use percolator_observers::RuntimeStats;
+    /// let stats = RuntimeStats {
+    ///     notifications_processed: 4,
+    ///     collapsed: 2, // two more changes were handled by those four runs
+    ///     ..RuntimeStats::default()
+    /// };
+    /// assert_eq!(stats.collapse_ratio(), 1.5);
+    /// assert_eq!(RuntimeStats::default().collapse_ratio(), 0.0);
+    /// ```
     pub fn collapse_ratio(&self) -> f64 {
         if self.notifications_processed == 0 {
             return 0.0;

@@ -36,6 +36,58 @@ pub struct Change {
 }
 
 /// Application code run when an observed column changes.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use async_trait::async_trait;
+/// use percolator_backend_mem::MemStore;
+/// use percolator_core::{Client, ObservedColumn, RowStore, Transaction};
+/// use percolator_observers::{Change, Observer, Observers, Runtime, RuntimeConfig};
+///
+/// // Whenever `docs:contents` changes, stores its word count in `stats:words`.
+/// struct WordCount;
+///
+/// #[async_trait]
+/// impl<S: RowStore> Observer<S> for WordCount {
+///     fn name(&self) -> &str {
+///         "word-count" // names its ack column: keep it stable
+///     }
+///
+///     fn observed(&self) -> ObservedColumn {
+///         ObservedColumn::strong("docs", "contents")
+///     }
+///
+///     async fn observe(
+///         &self,
+///         txn: &mut Transaction<S>,
+///         change: &Change,
+///     ) -> percolator_core::Result<()> {
+///         let text = change.value.as_deref().unwrap_or_default();
+///         let words = String::from_utf8_lossy(text).split_whitespace().count();
+///         // Committed by the runtime, together with the ack.
+///         txn.set("stats", &change.row, "words", words.to_string())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut observers = Observers::new();
+/// observers.register(WordCount)?;
+/// let store = Arc::new(MemStore::new());
+/// let config = RuntimeConfig::default();
+/// let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+/// let mut txn = runtime.client().begin().await?;
+/// txn.set("docs", "a", "contents", "one two three")?;
+/// txn.commit().await?;
+/// runtime.wait_idle(Duration::from_secs(30)).await?;
+///
+/// let txn = runtime.client().begin().await?;
+/// assert_eq!(txn.get("stats", "a", "words").await?.as_deref(), Some(&b"3"[..]));
+/// runtime.shutdown().await?;
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait Observer<S: RowStore>: Send + Sync + 'static {
     /// A stable, unique name: it names the observer's ack column, so renaming an observer makes
@@ -67,6 +119,40 @@ pub trait Observer<S: RowStore>: Send + Sync + 'static {
 type SharedObserver<S> = Arc<dyn Observer<S>>;
 
 /// The observers of one worker, constructed explicitly in the binary's `main`.
+///
+/// ```
+/// # use bytes::Bytes;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_observers::Observers;
+/// # struct WordCount;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+/// #     fn name(&self) -> &str {
+/// #         "word-count"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         txn: &mut percolator_core::Transaction<S>,
+/// #         change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         let text = change.value.as_deref().unwrap_or_default();
+/// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+/// #         txn.set("stats", &change.row, "words", words.to_string())
+/// #     }
+/// # }
+/// # fn main() -> percolator_core::Result<()> {
+/// let mut observers: Observers<MemStore> = Observers::new();
+/// assert!(observers.is_empty());
+/// observers.register(WordCount)?;
+/// assert_eq!(observers.len(), 1);
+/// assert_eq!(observers.names(), ["word-count"]);
+/// assert_eq!(observers.tables(), [Bytes::from("docs")]);
+/// assert!(observers.is_observed(&Bytes::from("docs"), &Bytes::from("contents")));
+/// # Ok(()) }
+/// ```
 pub struct Observers<S: RowStore> {
     list: Vec<SharedObserver<S>>,
     /// `(table, column)` → its observers.
@@ -97,11 +183,74 @@ impl<S: RowStore> Observers<S> {
     }
 
     /// Registers `observer`. Errors if another observer already uses its name.
+    ///
+    /// ```
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_observers::Observers;
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # fn main() -> percolator_core::Result<()> {
+    /// let mut observers: Observers<MemStore> = Observers::new();
+    /// observers.register(WordCount)?;
+    /// assert!(observers.register(WordCount).is_err()); // its name is taken
+    /// assert_eq!(observers.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn register(&mut self, observer: impl Observer<S>) -> Result<&mut Self> {
         self.register_arc(Arc::new(observer))
     }
 
     /// Registers a shared observer.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bytes::Bytes;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_observers::{Observer, Observers};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # fn main() -> percolator_core::Result<()> {
+    /// let shared: Arc<dyn Observer<MemStore>> = Arc::new(WordCount);
+    /// let mut observers = Observers::new();
+    /// observers.register_arc(Arc::clone(&shared))?;
+    /// let (docs, contents) = (Bytes::from("docs"), Bytes::from("contents"));
+    /// assert_eq!(observers.of(&docs, &contents).len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn register_arc(&mut self, observer: Arc<dyn Observer<S>>) -> Result<&mut Self> {
         if self.list.iter().any(|o| o.name() == observer.name()) {
             return Err(percolator_core::Error::InvalidInput(format!(
@@ -121,6 +270,43 @@ impl<S: RowStore> Observers<S> {
 
     /// Every observed column: hand these to every client that writes them
     /// ([`percolator_core::ClientBuilder::observe_all`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::Observers;
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let mut observers: Observers<MemStore> = Observers::new();
+    /// observers.register(WordCount)?;
+    /// // A writer that runs no observers declares the columns the workers observe.
+    /// let writer = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe_all(&observers.observed_columns())
+    ///     .build()
+    ///     .await?;
+    /// assert!(writer.notifies_on_write("docs", "contents"));
+    /// # writer.shutdown().await }
+    /// ```
     pub fn observed_columns(&self) -> Vec<ObservedColumn> {
         self.list.iter().map(|o| o.observed()).collect()
     }
@@ -135,6 +321,37 @@ impl<S: RowStore> Observers<S> {
     }
 
     /// The observed tables, each once, sorted.
+    ///
+    /// ```
+    /// # use bytes::Bytes;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_observers::Observers;
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # fn main() -> percolator_core::Result<()> {
+    /// let mut observers: Observers<MemStore> = Observers::new();
+    /// assert!(observers.tables().is_empty());
+    /// observers.register(WordCount)?;
+    /// assert_eq!(observers.tables(), [Bytes::from("docs")]);
+    /// # Ok(()) }
+    /// ```
     pub fn tables(&self) -> Vec<Bytes> {
         let mut tables: Vec<Bytes> = self.by_column.keys().map(|(t, _)| t.clone()).collect();
         tables.sort();

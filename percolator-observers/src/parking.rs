@@ -176,6 +176,53 @@ pub(crate) async fn park<S: RowStore>(
 }
 
 /// Every parked change in the store, ordered by table, row, column and observer.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, Runtime, RuntimeConfig, parked, retry_parked};
+/// # struct Failing;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for Failing {
+/// #     fn name(&self) -> &str {
+/// #         "failing"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         _txn: &mut percolator_core::Transaction<S>,
+/// #         _change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         Err(percolator_core::Error::Application("always fails".into()))
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let mut observers = Observers::new();
+/// # observers.register(Failing)?; // an observer whose every run fails
+/// let store = Arc::new(MemStore::new());
+/// let config = RuntimeConfig::default().with_park_after_failures(1);
+/// let runtime = Runtime::start(Client::builder(Arc::clone(&store)), observers, config).await?;
+/// let client = Client::open(Arc::clone(&store)).await?; // a writer (and later, the operator)
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?;
+/// runtime.wait_idle(Duration::from_secs(30)).await?; // parked: no longer pending
+/// runtime.shutdown().await?;
+///
+/// let changes = parked(store.as_ref()).await?;
+/// assert_eq!(changes.len(), 1);
+/// assert_eq!((changes[0].observer.as_str(), &changes[0].row[..]), ("failing", &b"a"[..]));
+/// // Once the observer is fixed: hand the change back (`percolator observers retry`).
+/// let report = retry_parked(&client, None).await?;
+/// assert_eq!(report.retried, 1);
+/// # client.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub async fn parked<S: RowStore + ?Sized>(store: &S) -> Result<Vec<ParkedChange>> {
     let rows = store
         .scan(Scan {
@@ -209,6 +256,54 @@ pub struct RetryReport {
 /// Hands every parked change (of `observer`, if given) back to its observer: the old ack is put
 /// back unless the observer ran on the cell since, a weak notification is written, and the
 /// record is deleted. Workers pick the changes up at their next scan.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, Runtime, RuntimeConfig, parked, retry_parked};
+/// # struct Failing;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for Failing {
+/// #     fn name(&self) -> &str {
+/// #         "failing"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         _txn: &mut percolator_core::Transaction<S>,
+/// #         _change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         Err(percolator_core::Error::Application("always fails".into()))
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let mut observers = Observers::new();
+/// # observers.register(Failing)?; // an observer whose every run fails
+/// # let store = Arc::new(MemStore::new());
+/// # let config = RuntimeConfig::default().with_park_after_failures(1);
+/// # let client = Client::builder(Arc::clone(&store));
+/// # let runtime = Runtime::start(client, observers, config).await?;
+/// # let client = Client::open(Arc::clone(&store)).await?;
+/// # let mut txn = client.begin().await?;
+/// # txn.set("docs", "a", "contents", "hello")?;
+/// # txn.commit().await?;
+/// # runtime.wait_idle(Duration::from_secs(30)).await?;
+/// # runtime.shutdown().await?;
+/// // Observer "failing" gave up on docs/a/contents and parked it; it is fixed now.
+/// assert_eq!(parked(store.as_ref()).await?.len(), 1);
+/// let report = retry_parked(&client, Some("failing")).await?;
+/// assert_eq!((report.retried, report.superseded), (1, 0));
+/// assert!(parked(store.as_ref()).await?.is_empty());
+/// // The observer's ack is back as before and the cell is notified again.
+/// assert_eq!(client.pending_notifications("docs").await?, 1);
+/// # client.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub async fn retry_parked<S: RowStore>(
     client: &Client<S>,
     observer: Option<&str>,

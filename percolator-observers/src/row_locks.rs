@@ -15,6 +15,19 @@ const SHARDS: usize = 64;
 type RowId = (Bytes, Bytes);
 
 /// Advisory locks on `(table, row)`.
+///
+/// ```
+/// # use bytes::Bytes;
+/// # use percolator_observers::RowLocks;
+/// let locks = RowLocks::new();
+/// let (table, row) = (Bytes::from("docs"), Bytes::from("a"));
+/// let guard = locks.try_lock(&table, &row);
+/// assert!(guard.is_some());
+/// assert!(locks.try_lock(&table, &row).is_none()); // held
+/// assert_eq!(locks.held(), 1);
+/// drop(guard); // released with its guard
+/// assert!(locks.try_lock(&table, &row).is_some());
+/// ```
 #[derive(Debug)]
 pub struct RowLocks {
     shards: Vec<Mutex<HashSet<RowId>>>,

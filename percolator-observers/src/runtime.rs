@@ -31,6 +31,27 @@ use crate::row_locks::RowLocks;
 /// Tunables of a [`Runtime`]'s scheduling. The runtime's transactions are configured on the
 /// [`ClientBuilder`] handed to [`Runtime::start`] (oracle, [`percolator_core::TxnConfig`], and in
 /// tests fault injection), so nothing here duplicates a client option.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use percolator_core::GcConfig;
+/// # use percolator_observers::{GcSchedule, RuntimeConfig};
+/// let config = RuntimeConfig::default()
+///     .with_scanners(2)
+///     .with_max_concurrent_runs(8)
+///     .with_scan_batch_rows(32)
+///     .with_idle_sleep_max(Duration::from_millis(20))
+///     .with_failure_backoff(Duration::from_millis(10), Duration::from_secs(5))
+///     .with_park_after_failures(3)
+///     .with_max_self_triggers(4)
+///     .with_dead_worker_sweep(Some(Duration::from_secs(5)))
+///     .with_stages(["documents", "clusters"]) // upstream first
+///     .with_gc(Some(GcSchedule::new(Duration::from_secs(600), GcConfig::default())));
+/// assert_eq!((config.scanners, config.max_concurrent_runs), (2, 8));
+/// assert_eq!(config.failure_backoff_max, Duration::from_secs(5));
+/// assert_eq!(config.stages.len(), 2);
+/// assert!(config.gc.is_some());
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RuntimeConfig {
@@ -76,6 +97,26 @@ pub struct RuntimeConfig {
 }
 
 /// When and how a runtime collects garbage in the background.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, GcConfig};
+/// # use percolator_observers::{GcSchedule, Observers, Runtime, RuntimeConfig};
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let schedule = GcSchedule::new(Duration::from_millis(10), GcConfig::default());
+/// let config = RuntimeConfig::default().with_gc(Some(schedule));
+/// let store = Arc::new(MemStore::new());
+/// let runtime = Runtime::start(Client::builder(store), Observers::new(), config).await?;
+/// // Collected in the background: wait for the first run.
+/// while runtime.stats().gc_runs == 0 {
+///     tokio::time::sleep(Duration::from_millis(10)).await;
+/// }
+/// runtime.shutdown().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GcSchedule {
@@ -184,6 +225,47 @@ impl RuntimeConfig {
 }
 
 /// Errors of the runtime itself (observer and transaction errors are [`percolator_core::Error`]).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, Runtime, RuntimeConfig, RuntimeError};
+/// # struct Failing;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for Failing {
+/// #     fn name(&self) -> &str {
+/// #         "failing"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         _txn: &mut percolator_core::Transaction<S>,
+/// #         _change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         Err(percolator_core::Error::Application("always fails".into()))
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let mut observers = Observers::new();
+/// # observers.register(Failing)?; // an observer whose every run fails
+/// let config = RuntimeConfig::default().with_park_after_failures(0); // never park
+/// let store = Arc::new(MemStore::new());
+/// let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+/// let mut txn = runtime.client().begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?;
+/// match runtime.wait_idle(Duration::from_millis(200)).await {
+///     Err(RuntimeError::NotIdle { pending, .. }) => assert_eq!(pending, 1),
+///     other => panic!("the change cannot be processed: {other:?}"),
+/// }
+/// runtime.shutdown().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
@@ -246,6 +328,52 @@ pub(crate) struct Shared<S: RowStore> {
 }
 
 /// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+/// # struct WordCount;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+/// #     fn name(&self) -> &str {
+/// #         "word-count"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         txn: &mut percolator_core::Transaction<S>,
+/// #         change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         let text = change.value.as_deref().unwrap_or_default();
+/// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+/// #         txn.set("stats", &change.row, "words", words.to_string())
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut observers = Observers::new();
+/// observers.register(WordCount)?; // counts the words of `docs:contents` into `stats:words`
+/// let store = Arc::new(MemStore::new());
+/// let config = RuntimeConfig::default();
+/// let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+/// let client = runtime.client().clone();
+/// for (url, text) in [("a", "one two three"), ("b", "four five")] {
+///     let mut txn = client.begin().await?;
+///     txn.set("docs", url, "contents", text)?;
+///     txn.commit().await?;
+/// }
+/// runtime.wait_idle(Duration::from_secs(30)).await?;
+/// let words = client.begin().await?.get("stats", "b", "words").await?;
+/// assert_eq!(words.as_deref(), Some(&b"2"[..]));
+/// let stats = runtime.shutdown().await?;
+/// assert_eq!(stats.notifications_processed, 2);
+/// # Ok(()) }
+/// ```
 pub struct Runtime<S: RowStore> {
     shared: Arc<Shared<S>>,
     scanners: Vec<JoinHandle<()>>,
@@ -264,6 +392,46 @@ impl<S: RowStore> Runtime<S> {
     /// Builds the worker's client from `client` (a [`Client::builder`] carrying the oracle and
     /// transaction configuration), registers the worker and its observers (in the store's
     /// observer registry, so every writer notifies their columns) and starts its scanners.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, TxnConfig};
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut observers = Observers::new();
+    /// observers.register(WordCount)?;
+    /// // The worker's client: oracle and transaction configuration go on the builder.
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .config(TxnConfig::default().with_lock_ttl(Duration::from_secs(2)));
+    /// let config = RuntimeConfig::default().with_scanners(2);
+    /// let runtime = Runtime::start(client, observers, config).await?;
+    /// // Its observers are registered: every writer of the store notifies their columns.
+    /// assert!(runtime.client().notifies_on_write("docs", "contents"));
+    /// runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn start(
         client: ClientBuilder<S>,
         observers: Observers<S>,
@@ -326,11 +494,98 @@ impl<S: RowStore> Runtime<S> {
 
     /// The runtime's client: use it (or a client built with the same observed columns) to write
     /// data that observers watch.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let client = runtime.client().clone(); // notifies the observed columns
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// let words = client.begin().await?.get("stats", "a", "words").await?;
+    /// assert_eq!(words.as_deref(), Some(&b"3"[..]));
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &Client<S> {
         &self.shared.client
     }
 
     /// Counters so far (without the pending count, which needs a scan).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// let stats = runtime.stats();
+    /// assert_eq!(stats.notifications_processed, 1);
+    /// assert_eq!(stats.failures, 0);
+    /// assert_eq!(stats.pending, None); // `stats_with_pending` counts them
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> RuntimeStats {
         self.shared
             .metrics
@@ -338,11 +593,97 @@ impl<S: RowStore> Runtime<S> {
     }
 
     /// Committed runs and their time, per observer.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// let runs = runtime.observer_runs();
+    /// assert_eq!(runs.len(), 1);
+    /// assert_eq!((runs[0].name.as_str(), runs[0].runs), ("word-count", 1));
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn observer_runs(&self) -> Vec<ObserverRuns> {
         self.shared.per_observer.snapshot()
     }
 
     /// Counters so far, with the number of pending notifications.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// let stats = runtime.stats_with_pending().await?;
+    /// assert_eq!(stats.pending, Some(0));
+    /// assert_eq!(stats.notifications_processed, 1);
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn stats_with_pending(&self) -> Result<RuntimeStats> {
         let pending = self.pending().await?;
         Ok(self
@@ -353,11 +694,93 @@ impl<S: RowStore> Runtime<S> {
 
     /// Pending notify versions on columns this worker observes (a scan of the notify family of
     /// every observed table).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// assert_eq!(runtime.pending().await?, 0); // the run consumed the notification
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn pending(&self) -> Result<u64> {
         pending_on(&self.shared.client, &self.shared.observers).await
     }
 
     /// Runs in flight now.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// assert_eq!(runtime.in_flight(), 0); // idle: nothing runs
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn in_flight(&self) -> u64 {
         self.shared.metrics.in_flight.load(Ordering::SeqCst)
     }
@@ -369,6 +792,53 @@ impl<S: RowStore> Runtime<S> {
     /// The check costs nothing while runs are in flight (the worker is busy by definition) and
     /// otherwise reads the notify family only up to the first pending notification
     /// ([`any_pending_on`]): its cost does not grow with the backlog. Only a timeout counts them.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// for (url, text) in [("a", "one two three"), ("b", "four five"), ("a", "six")] {
+    ///     let mut txn = runtime.client().begin().await?;
+    ///     txn.set("docs", url, "contents", text)?;
+    ///     txn.commit().await?;
+    /// }
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// // Every change is processed: `a` has the count of its last text.
+    /// let txn = runtime.client().begin().await?;
+    /// assert_eq!(txn.get("stats", "a", "words").await?.as_deref(), Some(&b"1"[..]));
+    /// assert_eq!(runtime.pending().await?, 0);
+    /// # drop(txn);
+    /// # runtime.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_idle(&self, timeout: Duration) -> std::result::Result<(), RuntimeError> {
         let began = Instant::now();
         let metrics = &self.shared.metrics;
@@ -399,6 +869,47 @@ impl<S: RowStore> Runtime<S> {
 
     /// Stops the scanners, waits for in-flight runs to finish, deregisters the worker and
     /// returns the final counters.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # use percolator_observers::{Observers, Runtime, RuntimeConfig};
+    /// # struct WordCount;
+    /// # #[async_trait::async_trait]
+    /// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+    /// #     fn name(&self) -> &str {
+    /// #         "word-count"
+    /// #     }
+    /// #     fn observed(&self) -> percolator_core::ObservedColumn {
+    /// #         percolator_core::ObservedColumn::strong("docs", "contents")
+    /// #     }
+    /// #     async fn observe(
+    /// #         &self,
+    /// #         txn: &mut percolator_core::Transaction<S>,
+    /// #         change: &percolator_observers::Change,
+    /// #     ) -> percolator_core::Result<()> {
+    /// #         let text = change.value.as_deref().unwrap_or_default();
+    /// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+    /// #         txn.set("stats", &change.row, "words", words.to_string())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "multi_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut observers = Observers::new();
+    /// # observers.register(WordCount)?;
+    /// # let store = Arc::new(MemStore::new());
+    /// # let config = RuntimeConfig::default();
+    /// # let runtime = Runtime::start(Client::builder(store), observers, config).await?;
+    /// let mut txn = runtime.client().begin().await?;
+    /// txn.set("docs", "a", "contents", "one two three")?;
+    /// txn.commit().await?;
+    /// runtime.wait_idle(Duration::from_secs(30)).await?;
+    /// let stats = runtime.shutdown().await?; // in-flight runs finish first
+    /// assert_eq!(stats.notifications_processed, 1);
+    /// # Ok(()) }
+    /// ```
     pub async fn shutdown(mut self) -> Result<RuntimeStats> {
         self.shared.stop.cancel();
         for handle in self.scanners.drain(..) {
@@ -492,6 +1003,46 @@ const PENDING_PAGE: usize = 64;
 /// Whether any notify version is pending on a column `observers` watch: the notify family is
 /// read page by page only until the first one (rows before it hold only other workers'
 /// columns), so a backlog costs one page, not a scan of it all.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, any_pending_on, pending_on};
+/// # struct WordCount;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+/// #     fn name(&self) -> &str {
+/// #         "word-count"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         txn: &mut percolator_core::Transaction<S>,
+/// #         change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         let text = change.value.as_deref().unwrap_or_default();
+/// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+/// #         txn.set("stats", &change.row, "words", words.to_string())
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let mut observers: Observers<MemStore> = Observers::new();
+/// observers.register(WordCount)?;
+/// let client = Client::builder(Arc::new(MemStore::new()))
+///     .observe_all(&observers.observed_columns())
+///     .build()
+///     .await?;
+/// assert!(!any_pending_on(&client, &observers).await?);
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?;
+/// assert!(any_pending_on(&client, &observers).await?); // no worker runs here
+/// # client.shutdown().await }
+/// ```
 pub async fn any_pending_on<S: RowStore>(
     client: &Client<S>,
     observers: &Observers<S>,
@@ -527,6 +1078,48 @@ pub async fn any_pending_on<S: RowStore>(
 }
 
 /// Pending notify versions on the columns `observers` watch.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # use percolator_observers::{Observers, any_pending_on, pending_on};
+/// # struct WordCount;
+/// # #[async_trait::async_trait]
+/// # impl<S: percolator_core::RowStore> percolator_observers::Observer<S> for WordCount {
+/// #     fn name(&self) -> &str {
+/// #         "word-count"
+/// #     }
+/// #     fn observed(&self) -> percolator_core::ObservedColumn {
+/// #         percolator_core::ObservedColumn::strong("docs", "contents")
+/// #     }
+/// #     async fn observe(
+/// #         &self,
+/// #         txn: &mut percolator_core::Transaction<S>,
+/// #         change: &percolator_observers::Change,
+/// #     ) -> percolator_core::Result<()> {
+/// #         let text = change.value.as_deref().unwrap_or_default();
+/// #         let words = String::from_utf8_lossy(text).split_whitespace().count();
+/// #         txn.set("stats", &change.row, "words", words.to_string())
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let mut observers: Observers<MemStore> = Observers::new();
+/// observers.register(WordCount)?;
+/// let client = Client::builder(Arc::new(MemStore::new()))
+///     .observe_all(&observers.observed_columns())
+///     .build()
+///     .await?;
+/// for row in ["a", "b"] {
+///     let mut txn = client.begin().await?;
+///     txn.set("docs", row, "contents", "hello")?;
+///     txn.set("docs", row, "title", "not observed")?;
+///     txn.commit().await?;
+/// }
+/// assert_eq!(pending_on(&client, &observers).await?, 2); // no worker runs here
+/// # client.shutdown().await }
+/// ```
 pub async fn pending_on<S: RowStore>(client: &Client<S>, observers: &Observers<S>) -> Result<u64> {
     let mut pending = 0;
     for table in observers.tables() {

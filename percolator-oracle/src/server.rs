@@ -108,6 +108,8 @@ pub struct ServerStats {
     pub timestamps: u64,
     /// Times this instance became the leader.
     pub terms: u64,
+    /// Lease renewals while leading (one per maintain interval that reached the store).
+    pub renewals: u64,
 }
 
 /// Whether a server leads, and what it served: shared by its tasks and its handle.
@@ -118,6 +120,7 @@ struct ServerState {
     requests: AtomicU64,
     timestamps: AtomicU64,
     terms: AtomicU64,
+    renewals: AtomicU64,
 }
 
 impl ServerState {
@@ -127,6 +130,7 @@ impl ServerState {
             requests: self.requests.load(Ordering::Relaxed),
             timestamps: self.timestamps.load(Ordering::Relaxed),
             terms: self.terms.load(Ordering::Relaxed),
+            renewals: self.renewals.load(Ordering::Relaxed),
         }
     }
 }
@@ -236,6 +240,21 @@ impl OracleServer {
         self.status.stats()
     }
 
+    /// Waits until it has renewed its lease `more` more times, for at most `limit`; whether it
+    /// did. While the leader renews, no standby can take over: a test waits on this instead of
+    /// a fixed time.
+    pub async fn wait_for_renewals(&self, more: u64, limit: Duration) -> bool {
+        let target = self.stats().renewals + more;
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.stats().renewals < target {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
     /// Waits until it leads, for at most `limit`; whether it does.
     pub async fn wait_until_leading(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
@@ -313,7 +332,9 @@ async fn lead_loop<S: RowStore>(
                 _ = stopped.changed() => break true,
             }
             match oracle.maintain().await {
-                Ok(()) => {}
+                Ok(()) => {
+                    shared.status.renewals.fetch_add(1, Ordering::Relaxed);
+                }
                 Err(Error::Oracle(reason)) => {
                     tracing::warn!(%reason, "oracle server: deposed; standing by");
                     break false;

@@ -216,7 +216,9 @@ async fn standby_takes_over_after_a_crash_and_a_shutdown() {
     )
     .unwrap();
     let mut last = oracle.timestamp().await.unwrap();
-    tokio::time::sleep(LEASE * 2).await;
+    // One renewal per maintain interval (an eighth of the lease), each at least an interval
+    // after the one before: after sixteen, two leases have passed with the leader alive.
+    assert!(a.wait_for_renewals(16, Duration::from_secs(30)).await);
     assert!(!b.is_leading(), "the standby took over from a live leader");
     let b_addr = b.local_addr();
     // The leader's machine dies: it reaches neither the store nor its clients. (Dropping the
@@ -310,7 +312,8 @@ async fn partitioned_leader_stops_before_the_standby_starts() {
     );
     // Back on the store, A is deposed and stands by; B keeps leading.
     view_a.partitioned.store(false, Ordering::SeqCst);
-    tokio::time::sleep(LEASE).await;
+    // A lease of B's renewals later, A has had every chance to see the store again.
+    assert!(b.wait_for_renewals(8, Duration::from_secs(30)).await);
     assert!(!a.is_leading(), "the deposed leader leads again");
     assert!(b.is_leading());
 }

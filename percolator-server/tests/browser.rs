@@ -17,20 +17,10 @@ use percolator_bench::webindex::relevance;
 use percolator_observers::conformance::{test_client, test_runtime_config};
 use percolator_server::wire::PageIn;
 use percolator_server::{Remote, Server, ServerConfig};
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-}
+use percolator_testkit::{Harness, Needs};
 
 /// Chromium, headless, on `url`, with `extra` flags; its stdout.
-async fn headless(browser: &'static str, url: String, extra: Vec<String>) -> String {
+async fn headless(url: String, extra: Vec<String>) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut args = vec![
         "--headless".to_owned(),
@@ -42,7 +32,7 @@ async fn headless(browser: &'static str, url: String, extra: Vec<String>) -> Str
     ];
     args.extend(extra);
     args.push(url);
-    let out = tokio::task::spawn_blocking(move || Command::new(browser).args(&args).output())
+    let out = tokio::task::spawn_blocking(move || Command::new("chromium").args(&args).output())
         .await
         .unwrap()
         .unwrap();
@@ -54,17 +44,7 @@ async fn headless(browser: &'static str, url: String, extra: Vec<String>) -> Str
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_search_page_works_in_a_real_browser() {
-    let Some(browser) = chromium() else {
-        // CI installs it (.ci/run): there a missing browser is a failure, not a skip.
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must install chromium for the browser test"
-        );
-        println!("SKIPPED: no chromium to run the search page in (`apt-get install chromium`)");
-        return;
-    };
     let store = Arc::new(MemStore::new());
     let config =
         ServerConfig::new("127.0.0.1:0".parse().unwrap()).with_runtime(test_runtime_config());
@@ -88,7 +68,6 @@ async fn the_search_page_works_in_a_real_browser() {
     }
 
     let dom = headless(
-        browser,
         format!("{}/?q=unsafe+rust", server.url()),
         vec!["--dump-dom".to_owned()],
     )
@@ -126,7 +105,6 @@ async fn the_search_page_works_in_a_real_browser() {
 
     // OR through the checkbox's URL form, and a query with no results.
     let dom = headless(
-        browser,
         format!("{}/?q=zymurgy+nosuchword&any=1", server.url()),
         vec!["--dump-dom".to_owned()],
     )
@@ -140,7 +118,6 @@ async fn the_search_page_works_in_a_real_browser() {
         "{dom}"
     );
     let dom = headless(
-        browser,
         format!("{}/?q=nosuchword", server.url()),
         vec!["--dump-dom".to_owned()],
     )
@@ -152,7 +129,6 @@ async fn the_search_page_works_in_a_real_browser() {
 
     if let Ok(path) = std::env::var("PERCOLATOR_SCREENSHOT") {
         headless(
-            browser,
             format!("{}/?q=unsafe+rust", server.url()),
             vec![
                 format!("--screenshot={path}"),
@@ -162,4 +138,14 @@ async fn the_search_page_works_in_a_real_browser() {
         .await;
     }
     server.shutdown().await.unwrap();
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::Chromium])
+        .tokio(
+            "the_search_page_works_in_a_real_browser",
+            4,
+            the_search_page_works_in_a_real_browser,
+        )
+        .run()
 }

@@ -77,6 +77,13 @@ pub struct CellAddr {
 
 impl CellAddr {
     /// Builds an address.
+    ///
+    /// ```
+    /// # use percolator_core::CellAddr;
+    /// let addr = CellAddr::new("docs", "https://example.com/", "contents");
+    /// assert_eq!(&addr.row[..], b"https://example.com/");
+    /// assert_eq!(addr.to_string(), "docs/https://example.com//contents");
+    /// ```
     pub fn new(table: impl Into<Bytes>, row: impl Into<Bytes>, column: impl Into<Bytes>) -> Self {
         Self {
             table: table.into(),

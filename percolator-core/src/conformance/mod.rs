@@ -64,24 +64,18 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// Simulates a process restart: drops `store` (the caller holds no other reference) and
     /// opens the same data again. A non-persistent backend returns the same store.
     async fn restart(&self, store: Arc<Self::Store>) -> Arc<Self::Store>;
-
-    /// Why the backend cannot be tested here (its server is not installed), or `None`. The
-    /// suite's tests print the reason and return instead of running; `cargo xtask` reports the
-    /// backend as skipped, never as passed.
-    fn skip_reason(&self) -> Option<String> {
-        None
-    }
 }
 
-/// Prints why a case is skipped and returns `true`, or returns `false` if it can run.
-pub fn skipped<F: StoreFactory>(factory: &F, case: &str) -> bool {
-    match factory.skip_reason() {
-        Some(reason) => {
-            eprintln!("SKIPPED {case}: {reason}");
-            true
-        }
-        None => false,
-    }
+/// Runs one case to completion on a new multi-threaded runtime (4 worker threads, what the
+/// `#[tokio::test]` form gives each case): the `trials:` form of [`conformance_tests!`] runs
+/// its cases through it.
+pub fn block_on_case<F: std::future::Future<Output = ()>>(case: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the case")
+        .block_on(case);
 }
 
 /// The environment variable that fixes the seed of every random fault ([`fault_seed`]).
@@ -160,12 +154,23 @@ pub async fn observing_client<S: RowStore>(
         .expect("client")
 }
 
-/// Instantiates every conformance case as a `#[tokio::test]` for the factory expression.
-/// The calling crate needs `tokio` (macros, rt-multi-thread) as a dev-dependency.
+/// Instantiates every conformance case for the factory expression.
+///
+/// `conformance_tests!(factory)` makes each case a `#[tokio::test]` (the calling crate needs
+/// `tokio` with macros and rt-multi-thread as a dev-dependency). `conformance_tests!(trials:
+/// factory)` is an expression instead: the cases as `(name, test)` pairs, for a custom harness
+/// such as `percolator-testkit`'s, which reports them as skipped where the backend's server is
+/// not installed.
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:expr) => {
-        $crate::conformance_tests!(@cases $factory;
+        $crate::conformance_tests! { @list tests $factory }
+    };
+    (trials: $factory:expr) => {
+        $crate::conformance_tests! { @list trials $factory }
+    };
+    (@list $mode:ident $factory:expr) => {
+        $crate::conformance_tests! { @cases $mode $factory;
             store_read_row_versions_and_filters => store_cases::read_row_versions_and_filters,
             store_families_are_separate => store_cases::families_are_separate,
             store_scan_ranges_and_limits => store_cases::scan_ranges_and_limits,
@@ -243,18 +248,30 @@ macro_rules! conformance_tests {
             gc_sweeps_dead_workers => gc_cases::sweeps_dead_workers,
             gc_collects_notifications_nobody_observes => gc_cases::collects_notifications_nobody_observes,
             gc_collects_orphaned_acks => gc_cases::collects_orphaned_acks,
-        );
+        }
     };
-    (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
+    (@cases tests $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
                 let factory = $factory;
-                if $crate::conformance::skipped(&factory, stringify!($name)) {
-                    return;
-                }
                 $crate::conformance::$module::$case(&factory).await;
             }
         )+
     };
+    (@cases trials $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {{
+        let trials: ::std::vec::Vec<(&'static str, ::std::boxed::Box<dyn FnOnce() + Send>)> =
+            ::std::vec![$(
+                (
+                    stringify!($name),
+                    ::std::boxed::Box::new(|| {
+                        $crate::conformance::block_on_case(async {
+                            let factory = $factory;
+                            $crate::conformance::$module::$case(&factory).await;
+                        })
+                    }),
+                ),
+            )+];
+        trials
+    }};
 }

@@ -586,8 +586,13 @@ pub async fn reader_never_skips_lower_lock<F: StoreFactory>(factory: &F) {
 
     // A reader that started after the lock: it must wait for the writer, not read around it.
     let reader = c.begin().await.unwrap();
+    let waits_before = c.metrics().lock_waits;
     let read = tokio::spawn(async move { reader.get("t", "r", "c").await });
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // The reader meets the lock and waits (it never reads around it): wait for that, then it
+    // must still be waiting, since the writer has not gone on.
+    while c.metrics().lock_waits == waits_before && !read.is_finished() {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
     assert!(
         !read.is_finished(),
         "reader skipped a lock at or below its timestamp"

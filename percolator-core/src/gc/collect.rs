@@ -53,6 +53,18 @@ use crate::txn::Client;
 use super::safe_point;
 
 /// How a garbage-collection run behaves.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use percolator_core::GcConfig;
+/// let config = GcConfig::default()
+///     .with_grace(Duration::from_secs(60))
+///     .with_batch_rows(0) // raised to 1
+///     .with_dry_run(true);
+/// assert_eq!(config.grace, Duration::from_secs(60));
+/// assert_eq!(config.batch_rows, 1);
+/// assert!(config.dry_run);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GcConfig {
@@ -203,6 +215,38 @@ pub enum GcProgress<'a> {
 
 impl<S: RowStore> Client<S> {
     /// Runs garbage collection once (see [`crate::gc`]); `progress` hears where it is.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, GcConfig};
+    /// # use percolator_core::gc::GcProgress;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// for value in ["v1", "v2", "v3"] {
+    ///     let mut txn = client.begin().await?;
+    ///     txn.set("docs", "a", "contents", value)?;
+    ///     txn.commit().await?;
+    /// }
+    /// // No grace: collect below the oldest snapshot in use (none is open here).
+    /// let config = GcConfig::default().with_grace(Duration::ZERO);
+    /// let mut tables = 0;
+    /// let report = client
+    ///     .gc(&config, |step| {
+    ///         if let GcProgress::Started { tables: n, .. } = step {
+    ///             tables = n;
+    ///         }
+    ///     })
+    ///     .await?;
+    /// assert_eq!(tables, 1);
+    /// // The two superseded versions are gone; the newest stays readable.
+    /// assert_eq!(report.total().writes_deleted, 2);
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"v3"[..]));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn gc(
         &self,
         config: &GcConfig,

@@ -50,6 +50,21 @@ impl<S: RowStore> Client<S> {
 
     /// Removes the leases of dead workers (see the module docs) and returns how many it removed.
     /// A worker that renews meanwhile keeps its lease.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let crashed = Client::open(Arc::clone(&store)).await?;
+    /// let client = Client::open(store).await?;
+    /// drop(crashed); // gone without `shutdown`: its lease stays in the store
+    /// assert_eq!(client.end_dead_leases().await?, 1);
+    /// assert_eq!(client.end_dead_leases().await?, 0); // ended already
+    /// # client.shutdown().await }
+    /// ```
     pub async fn end_dead_leases(&self) -> Result<usize> {
         let liveness = StoreLiveness::new(Arc::clone(&self.inner.store));
         let now_ms = self.inner.clock.now_ms();
@@ -64,6 +79,22 @@ impl<S: RowStore> Client<S> {
 
     /// [`Self::resolve_locks`] in every user table: resolves every lock whose owner is dead or
     /// whose TTL ran out (the same decision a reader makes). Returns `(resolved, still_locked)`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.set("stats", "a", "words", "1")?;
+    /// txn.commit().await?;
+    /// // Every commit finished, so no table holds a lock.
+    /// assert_eq!(client.resolve_abandoned_locks().await?, (0, 0));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn resolve_abandoned_locks(&self) -> Result<(usize, usize)> {
         let (mut resolved, mut left) = (0, 0);
         let tables: Vec<Bytes> = self.inner.store.tables().await?;
@@ -79,6 +110,22 @@ impl<S: RowStore> Client<S> {
     /// user table. A lease is ended before its locks are resolved (a lock whose owner has no
     /// lease is a dead owner's), so a caller whose sweep failed part-way should call
     /// [`Self::resolve_abandoned_locks`] until it succeeds, as the observer runtime does.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let crashed = Client::open(Arc::clone(&store)).await?;
+    /// let client = Client::open(store).await?;
+    /// drop(crashed); // gone without `shutdown`: its lease stays in the store
+    /// let sweep = client.sweep_dead_workers().await?;
+    /// assert_eq!(sweep.leases_ended, 1);
+    /// assert_eq!(sweep.locks_left, 0);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn sweep_dead_workers(&self) -> Result<DeadWorkerSweep> {
         let leases_ended = self.end_dead_leases().await?;
         if leases_ended == 0 {

@@ -94,6 +94,26 @@ impl Lease {
 }
 
 /// How a [`LocalOracle`] persists and fences its timestamps.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::TimestampOracle;
+/// # use percolator_core::oracle::{LocalOracle, OracleConfig, SystemClock};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let config = OracleConfig::default()
+///     .with_window(Duration::from_secs(1))
+///     .with_lease(Duration::from_secs(5))
+///     .with_standby(false)
+///     .with_clock(Arc::new(SystemClock));
+/// assert_eq!(config.window, Duration::from_secs(1));
+/// let oracle = LocalOracle::open_with(Arc::new(MemStore::new()), config).await?;
+/// let ts = oracle.timestamp().await?;
+/// assert!(ts < oracle.limit()); // below the persisted high-water mark
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OracleConfig {
@@ -154,6 +174,28 @@ impl OracleConfig {
 
 /// An oracle for one process, persisting its high-water mark in a [`RowStore`] (see the module
 /// docs).
+///
+/// A client uses the store's process-wide one unless it is given another
+/// ([`crate::ClientBuilder::oracle`]); a second one open on the same store in this process is
+/// refused.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, LocalOracle, TimestampOracle};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let store = Arc::new(MemStore::new());
+/// let oracle = Arc::new(LocalOracle::open(Arc::clone(&store)).await?);
+/// assert!(oracle.is_serving());
+/// let ts = oracle.timestamp().await?;
+/// assert!(ts < oracle.limit());
+/// assert!(LocalOracle::open(Arc::clone(&store)).await.is_err()); // one per store
+///
+/// let client = Client::builder(store).oracle(oracle).build().await?;
+/// assert!(client.begin().await?.start_ts() > ts);
+/// # client.shutdown().await }
+/// ```
 pub struct LocalOracle<S: RowStore> {
     store: Arc<S>,
     store_id: String,
@@ -191,17 +233,56 @@ impl<S: RowStore> Drop for LocalOracle<S> {
 
 impl<S: RowStore> LocalOracle<S> {
     /// Opens the oracle with the default configuration.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{LocalOracle, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let oracle = LocalOracle::open(Arc::new(MemStore::new())).await?;
+    /// assert!(oracle.timestamp().await? > 0);
+    /// # Ok(()) }
+    /// ```
     pub async fn open(store: Arc<S>) -> Result<Self> {
         Self::open_with(store, OracleConfig::default()).await
     }
 
     /// Opens the oracle, persisting `window` of oracle time per allocation.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{LocalOracle, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let oracle = LocalOracle::with_window(store, Duration::from_millis(500)).await?;
+    /// let ts = oracle.timestamp().await?;
+    /// assert!(ts < oracle.limit());
+    /// # Ok(()) }
+    /// ```
     pub async fn with_window(store: Arc<S>, window: Duration) -> Result<Self> {
         Self::open_with(store, OracleConfig::default().with_window(window)).await
     }
 
     /// Opens the oracle with `window` per allocation and, on a shared store, a lease of `lease`
     /// (taking the store over from a silent owner waits that long).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{LocalOracle, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new()); // one process's: no lease is taken on it
+    /// let (window, lease) = (Duration::from_secs(1), Duration::from_secs(2));
+    /// let oracle = LocalOracle::with_lease(store, window, lease).await?;
+    /// assert!(oracle.timestamp().await? > 0);
+    /// # Ok(()) }
+    /// ```
     pub async fn with_lease(store: Arc<S>, window: Duration, lease: Duration) -> Result<Self> {
         let config = OracleConfig::default()
             .with_window(window)

@@ -35,6 +35,19 @@ pub use time::{Clock, OracleClock, SkewedClock, SystemClock};
 pub trait TimestampOracle: Send + Sync + 'static {
     /// A timestamp greater than every timestamp this oracle returned before (in this process or
     /// an earlier one).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{LocalOracle, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let oracle = LocalOracle::open(Arc::new(MemStore::new())).await?;
+    /// let first = oracle.timestamp().await?;
+    /// let second = oracle.timestamp().await?;
+    /// assert!(second > first && first > 0);
+    /// # Ok(()) }
+    /// ```
     async fn timestamp(&self) -> Result<u64>;
 
     /// A timestamp if one is at hand without waiting (an in-process window), else `None`; then

@@ -64,6 +64,23 @@ impl<S: RowStore> Drop for ClientInner<S> {
 }
 
 /// Builds a [`Client`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, ObservedColumn, TxnConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let client = Client::builder(Arc::new(MemStore::new()))
+///     .config(TxnConfig::default().with_lock_ttl(Duration::from_secs(1)))
+///     .observe(&ObservedColumn::strong("docs", "contents"))
+///     .build()
+///     .await?;
+/// assert_eq!(client.config().lock_ttl, Duration::from_secs(1));
+/// assert!(client.notifies_on_write("docs", "contents"));
+/// # client.shutdown().await }
+/// ```
 pub struct ClientBuilder<S: RowStore> {
     store: Arc<S>,
     oracle: Option<Arc<dyn TimestampOracle>>,
@@ -79,12 +96,51 @@ impl<S: RowStore> ClientBuilder<S> {
     /// cell. The declaration is registered in the store's observer registry at
     /// [`Self::build`], so every other client notifies the column too. Columns that workers
     /// registered need no declaration: every client reads the registry.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// // The commit left a notification for the column's observers.
+    /// assert_eq!(client.pending_notifications("docs").await?, 1);
+    /// # client.shutdown().await }
+    /// ```
     pub fn observe(mut self, column: &ObservedColumn) -> Self {
         self.observed.add(column);
         self
     }
 
     /// [`Self::observe`] for each column.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let columns = [
+    ///     ObservedColumn::strong("docs", "contents"),
+    ///     ObservedColumn::weak("docs", "links"),
+    /// ];
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe_all(&columns)
+    ///     .build()
+    ///     .await?;
+    /// assert!(client.notifies_on_write("docs", "contents"));
+    /// // A weak column is notified only on request (`Transaction::notify`), but registered.
+    /// assert!(!client.notifies_on_write("docs", "links"));
+    /// assert!(client.is_registered("docs", "links"));
+    /// # client.shutdown().await }
+    /// ```
     pub fn observe_all<'a>(
         mut self,
         columns: impl IntoIterator<Item = &'a ObservedColumn>,
@@ -98,12 +154,41 @@ impl<S: RowStore> ClientBuilder<S> {
     /// Uses `oracle`: the one every process on this store uses (PD's TSO on TiKV, the oracle
     /// service's `RemoteOracle`), instead of the store's process-wide
     /// [`crate::oracle::LocalOracle`] ([`crate::oracle::shared_local_oracle`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, LocalOracle, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let oracle = Arc::new(LocalOracle::open(Arc::clone(&store)).await?);
+    /// let client = Client::builder(store).oracle(oracle.clone()).build().await?;
+    /// // The client's transactions draw their timestamps from that oracle.
+    /// let before = oracle.timestamp().await?;
+    /// assert!(client.begin().await?.start_ts() > before);
+    /// # client.shutdown().await }
+    /// ```
     pub fn oracle(mut self, oracle: Arc<dyn TimestampOracle>) -> Self {
         self.oracle = Some(oracle);
         self
     }
 
     /// Sets the configuration.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, TxnConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .config(TxnConfig::default().with_max_attempts(5))
+    ///     .build()
+    ///     .await?;
+    /// assert_eq!(client.config().max_attempts, 5);
+    /// # client.shutdown().await }
+    /// ```
     pub fn config(mut self, config: TxnConfig) -> Self {
         self.config = config;
         self
@@ -122,6 +207,19 @@ impl<S: RowStore> ClientBuilder<S> {
     /// process is the only one allocating timestamps on it. (The oracle's lease keeps a second process from breaking
     /// snapshot isolation — it is refused — but it cannot make two processes work at once.)
     /// Stores one process owns (mem, sled) use it without being asked.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// // Needed on a store several processes can share (etcd, TiKV) when this process is the
+    /// // only one allocating timestamps; harmless on MemStore, which one process owns.
+    /// let client = Client::builder(Arc::new(MemStore::new())).local_oracle().build().await?;
+    /// assert!(client.begin().await?.start_ts() > 0);
+    /// # client.shutdown().await }
+    /// ```
     pub fn local_oracle(mut self) -> Self {
         self.local_oracle = true;
         self
@@ -132,6 +230,19 @@ impl<S: RowStore> ClientBuilder<S> {
     /// there), else the process-wide local one — which, on a store several processes can share
     /// ([`crate::StoreLimits::distributed`]), must be asked for with [`Self::local_oracle`]:
     /// [`crate::Error::OracleRequired`] otherwise.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new())).build().await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// assert!(txn.commit().await?.commit_ts.is_some());
+    /// # client.shutdown().await }
+    /// ```
     pub async fn build(self) -> Result<Client<S>> {
         let oracle = match self.oracle {
             Some(o) => o,
@@ -265,6 +376,24 @@ pub(crate) fn random_id() -> u64 {
 }
 
 /// A Percolator client over a [`RowStore`]: begins transactions and resolves locks.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let client = Client::open(Arc::new(MemStore::new())).await?;
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?;
+/// // Clones share the store, the oracle and the worker lease.
+/// let other = client.clone();
+/// assert_eq!(other.worker_id(), client.worker_id());
+/// let txn = other.begin().await?;
+/// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"hello"[..]));
+/// # client.shutdown().await }
+/// ```
 pub struct Client<S: RowStore> {
     pub(crate) inner: Arc<ClientInner<S>>,
 }
@@ -288,6 +417,18 @@ impl<S: RowStore> std::fmt::Debug for Client<S> {
 
 impl<S: RowStore> Client<S> {
     /// Starts building a client on `store`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new())).build().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?, None);
+    /// # client.shutdown().await }
+    /// ```
     pub fn builder(store: Arc<S>) -> ClientBuilder<S> {
         ClientBuilder {
             store,
@@ -302,36 +443,133 @@ impl<S: RowStore> Client<S> {
     /// A client with the default configuration and the store's process-wide local oracle — on a
     /// store one process owns; a shared one needs [`Self::builder`] with an explicit oracle
     /// ([`crate::Error::OracleRequired`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"hello"[..]));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn open(store: Arc<S>) -> Result<Self> {
         Self::builder(store).build().await
     }
 
     /// The store.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, RowStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// assert_eq!(client.store().name(), "mem");
+    /// # client.shutdown().await }
+    /// ```
     pub fn store(&self) -> &Arc<S> {
         &self.inner.store
     }
 
     /// The oracle.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, TimestampOracle};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let ts = client.oracle().timestamp().await?;
+    /// assert!(client.begin().await?.start_ts() > ts);
+    /// # client.shutdown().await }
+    /// ```
     pub fn oracle(&self) -> &Arc<dyn TimestampOracle> {
         &self.inner.oracle
     }
 
     /// The configuration.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, TxnConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let config = TxnConfig::default().with_lock_wait_timeout(Duration::from_secs(2));
+    /// let client = Client::builder(Arc::new(MemStore::new())).config(config).build().await?;
+    /// assert_eq!(client.config().lock_wait_timeout, Duration::from_secs(2));
+    /// # client.shutdown().await }
+    /// ```
     pub fn config(&self) -> &TxnConfig {
         &self.inner.config
     }
 
     /// This client's worker id (written into its locks).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let a = Client::open(Arc::clone(&store)).await?;
+    /// let b = Client::open(store).await?;
+    /// // Each client is a worker of its own, with its own lease.
+    /// assert_ne!(a.worker_id(), b.worker_id());
+    /// # a.shutdown().await?;
+    /// # b.shutdown().await }
+    /// ```
     pub fn worker_id(&self) -> u64 {
         self.inner.worker_id
     }
 
     /// Counters of what this client did.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// for value in ["one", "two"] {
+    ///     let mut txn = client.begin().await?;
+    ///     txn.set("docs", "a", "contents", value)?;
+    ///     txn.commit().await?;
+    /// }
+    /// let metrics = client.metrics();
+    /// assert_eq!(metrics.commits, 2);
+    /// assert_eq!(metrics.conflicts, 0);
+    /// # client.shutdown().await }
+    /// ```
     pub fn metrics(&self) -> TxnMetricsSnapshot {
         self.inner.metrics.snapshot()
     }
 
     /// Begins a transaction at a fresh start timestamp.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let first = client.begin().await?;
+    /// let second = client.begin().await?;
+    /// assert!(second.start_ts() > first.start_ts());
+    /// # client.shutdown().await }
+    /// ```
     pub async fn begin(&self) -> Result<Transaction<S>> {
         // Registered below the timestamp before asking for it (see `crate::gc::snapshots`).
         let mut snapshot = self.inner.snapshots.enter(self.inner.clock.latest());
@@ -346,12 +584,44 @@ impl<S: RowStore> Client<S> {
     }
 
     /// The newest GC safe point this client knows of (see [`crate::gc`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, GcConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// assert_eq!(client.safe_point(), 0); // nothing collected yet
+    /// let report = client.gc(&GcConfig::default().with_grace(Duration::ZERO), |_| {}).await?;
+    /// assert!(report.safe_point > 0);
+    /// assert_eq!(client.safe_point(), report.safe_point);
+    /// # client.shutdown().await }
+    /// ```
     pub fn safe_point(&self) -> u64 {
         self.inner.safety.safe_point()
     }
 
     /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this
     /// worker become cleanable at once.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// client.shutdown().await?;
+    /// // Without its lease the client's snapshots are no longer safe from GC: reads fail.
+    /// let txn = client.begin().await?;
+    /// assert!(txn.get("docs", "a", "contents").await.is_err());
+    /// # Ok(()) }
+    /// ```
     pub async fn shutdown(&self) -> Result<()> {
         if let Some(task) = self.inner.lease_refresher.lock().take() {
             task.abort();
@@ -370,11 +640,46 @@ impl<S: RowStore> Client<S> {
     }
 
     /// The status of transaction `start_ts` whose primary is `primary`, without cleaning up.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{CellAddr, Client, TxnStatus};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?; // its only cell is its primary
+    /// let info = txn.commit().await?;
+    /// let primary = CellAddr::new("docs", "a", "contents");
+    /// let status = client.transaction_status(&primary, info.start_ts).await?;
+    /// match status {
+    ///     TxnStatus::Committed { commit_ts } => assert_eq!(Some(commit_ts), info.commit_ts),
+    ///     other => panic!("not committed: {other:?}"),
+    /// }
+    /// # client.shutdown().await }
+    /// ```
     pub async fn transaction_status(&self, primary: &CellAddr, start_ts: u64) -> Result<TxnStatus> {
         self.inner.check_status(primary, start_ts, false).await
     }
 
     /// Every lock in `table` (any timestamp): `(cell, start_ts, lock)`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.set("docs", "b", "contents", "world")?;
+    /// txn.commit().await?;
+    /// // A finished commit leaves no lock behind.
+    /// assert!(client.locks("docs").await?.is_empty());
+    /// # client.shutdown().await }
+    /// ```
     pub async fn locks(&self, table: impl AsRef<[u8]>) -> Result<Vec<(CellAddr, u64, LockRecord)>> {
         let table = Bytes::copy_from_slice(table.as_ref());
         let rows = self
@@ -408,6 +713,21 @@ impl<S: RowStore> Client<S> {
 
     /// Resolves every lock in `table` whose owner is dead or whose TTL ran out (roll forward or
     /// back through its primary). Returns `(resolved, still_locked)`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// let (resolved, still_locked) = client.resolve_locks("docs").await?;
+    /// assert_eq!((resolved, still_locked), (0, 0)); // nothing was left locked
+    /// # client.shutdown().await }
+    /// ```
     pub async fn resolve_locks(&self, table: impl AsRef<[u8]>) -> Result<(usize, usize)> {
         let mut resolved = 0;
         let mut live = 0;

@@ -16,6 +16,35 @@ use std::time::Duration;
 ///     .with_durable_commits(true);
 /// assert_eq!(config.lock_ttl, Duration::from_secs(1));
 /// ```
+///
+/// Every setter, and a client that uses the result:
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::{Client, TxnConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let config = TxnConfig::default()
+///     .with_lock_ttl(Duration::from_secs(2))
+///     .with_lock_wait_timeout(Duration::from_secs(5))
+///     .with_worker_lease(Duration::from_secs(6))
+///     .with_max_attempts(10)
+///     .with_backoff(Duration::from_millis(2), Duration::from_millis(200))
+///     .with_durable_commits(true)
+///     .with_one_phase_commit(false);
+/// assert_eq!(config.max_attempts, 10);
+/// assert_eq!(config.backoff_max, Duration::from_millis(200));
+/// assert!(config.durable_commits && !config.one_phase_commit);
+///
+/// let client = Client::builder(Arc::new(MemStore::new())).config(config).build().await?;
+/// let mut txn = client.begin().await?;
+/// txn.set("docs", "a", "contents", "hello")?;
+/// txn.commit().await?; // two phases, then a sync of the store
+/// assert_eq!(client.metrics().one_phase_commits, 0);
+/// # client.shutdown().await }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TxnConfig {
@@ -56,6 +85,13 @@ impl Default for TxnConfig {
 
 impl TxnConfig {
     /// The primary lock's heartbeat period: a third of the TTL.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use percolator_core::TxnConfig;
+    /// let config = TxnConfig::default().with_lock_ttl(Duration::from_secs(3));
+    /// assert_eq!(config.heartbeat_interval(), Duration::from_secs(1));
+    /// ```
     pub fn heartbeat_interval(&self) -> Duration {
         (self.lock_ttl / 3).max(Duration::from_millis(1))
     }

@@ -17,6 +17,7 @@ pub struct TxnMetrics {
     one_phase: AtomicU64,
     one_phase_fallbacks: AtomicU64,
     status_reads: AtomicU64,
+    lock_waits: AtomicU64,
 }
 
 /// A copy of [`TxnMetrics`] at one moment.
@@ -48,6 +49,9 @@ pub struct TxnMetricsSnapshot {
     /// Reads of another transaction's status at its primary: to resolve a lock in the way, or
     /// to clear a notification whose writer is not known to be committed.
     pub status_reads: u64,
+    /// Times a read waited for a live lock at or below its snapshot to be resolved by its
+    /// owner (it backs off and reads again; it never reads around the lock).
+    pub lock_waits: u64,
 }
 
 impl TxnMetrics {
@@ -87,6 +91,10 @@ impl TxnMetrics {
         Self::bump(&self.status_reads);
     }
 
+    pub(crate) fn lock_waited(&self) {
+        Self::bump(&self.lock_waits);
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> TxnMetricsSnapshot {
         TxnMetricsSnapshot {
@@ -100,6 +108,7 @@ impl TxnMetrics {
             one_phase_commits: self.one_phase.load(Ordering::Relaxed),
             one_phase_fallbacks: self.one_phase_fallbacks.load(Ordering::Relaxed),
             status_reads: self.status_reads.load(Ordering::Relaxed),
+            lock_waits: self.lock_waits.load(Ordering::Relaxed),
         }
     }
 }

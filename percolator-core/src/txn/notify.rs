@@ -51,6 +51,14 @@ pub enum NotificationKind {
 }
 
 /// A column an observer watches.
+///
+/// ```
+/// # use percolator_core::{NotificationKind, ObservedColumn};
+/// let contents = ObservedColumn::strong("docs", "contents");
+/// assert_eq!(contents.kind, NotificationKind::Strong);
+/// assert_eq!((&contents.table[..], &contents.column[..]), (&b"docs"[..], &b"contents"[..]));
+/// assert_eq!(ObservedColumn::weak("docs", "links").kind, NotificationKind::Weak);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObservedColumn {
     /// Table.
@@ -63,6 +71,21 @@ pub struct ObservedColumn {
 
 impl ObservedColumn {
     /// A strongly observed column.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let contents = ObservedColumn::strong("docs", "contents");
+    /// let client = Client::builder(Arc::new(MemStore::new())).observe(&contents).build().await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?; // every write of it notifies
+    /// txn.commit().await?;
+    /// assert_eq!(client.pending_notifications("docs").await?, 1);
+    /// # client.shutdown().await }
+    /// ```
     pub fn strong(table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> Self {
         Self {
             table: bytes_of(table),
@@ -72,6 +95,23 @@ impl ObservedColumn {
     }
 
     /// A weakly observed column.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let links = ObservedColumn::weak("docs", "links");
+    /// let client = Client::builder(Arc::new(MemStore::new())).observe(&links).build().await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "links", "b c")?; // a plain write notifies nobody
+    /// txn.commit().await?;
+    /// assert_eq!(client.pending_notifications("docs").await?, 0);
+    /// client.notify_weak("docs", "a", "links").await?; // only an explicit notification
+    /// assert_eq!(client.pending_notifications("docs").await?, 1);
+    /// # client.shutdown().await }
+    /// ```
     pub fn weak(table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> Self {
         Self {
             table: bytes_of(table),
@@ -182,6 +222,21 @@ impl<S: RowStore> ClientInner<S> {
 impl<S: RowStore> Client<S> {
     /// Whether this client's commits notify observers of `table`/`column` (it was built with
     /// [`super::ClientBuilder::observe`] for that column, strongly).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// assert!(client.notifies_on_write("docs", "contents"));
+    /// assert!(!client.notifies_on_write("docs", "title"));
+    /// # client.shutdown().await }
+    /// ```
     pub fn notifies_on_write(&self, table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> bool {
         self.inner
             .is_strongly_observed(&bytes_of(table), &bytes_of(column))
@@ -189,6 +244,25 @@ impl<S: RowStore> Client<S> {
 
     /// The named observers of `table`/`column` in the store's registry, as of this client's last
     /// read of it (see [`crate::observer_registry`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, NotificationKind, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// use percolator_core::internal::observer_registry::Registration;
+    ///
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let contents = ObservedColumn::strong("docs", "contents");
+    /// client.register_observers(&[Registration::observer("word-count", contents)]).await?;
+    /// assert_eq!(
+    ///     client.registered_observers("docs", "contents"),
+    ///     [("word-count".to_string(), NotificationKind::Strong)]
+    /// );
+    /// assert!(client.registered_observers("docs", "title").is_empty());
+    /// # client.shutdown().await }
+    /// ```
     pub fn registered_observers(
         &self,
         table: impl AsRef<[u8]>,
@@ -203,6 +277,21 @@ impl<S: RowStore> Client<S> {
 
     /// Whether `table`/`column` has any registration (an observer or a writer's declaration),
     /// as of this client's last read of the registry.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// assert!(client.is_registered("docs", "contents")); // the writer's declaration
+    /// assert!(!client.is_registered("docs", "title"));
+    /// # client.shutdown().await }
+    /// ```
     pub fn is_registered(&self, table: impl AsRef<[u8]>, column: impl AsRef<[u8]>) -> bool {
         self.inner
             .observed
@@ -214,18 +303,70 @@ impl<S: RowStore> Client<S> {
     /// Writes `registrations` to the store's registry and reads it again, so this client's
     /// commits notify the new columns at once. Other clients see them at their next lease
     /// renewal (or [`Self::refresh_observed_columns`]).
+    ///
+    /// The observer runtime (`percolator-observers`) registers its observers itself; the
+    /// registration type lives in the workspace-internal registry module.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// use percolator_core::internal::observer_registry::Registration;
+    ///
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// assert!(!client.notifies_on_write("docs", "contents"));
+    /// let contents = ObservedColumn::strong("docs", "contents");
+    /// client.register_observers(&[Registration::observer("word-count", contents)]).await?;
+    /// assert!(client.notifies_on_write("docs", "contents"));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn register_observers(&self, registrations: &[Registration]) -> Result<()> {
         crate::observer_registry::register(self.inner.store.as_ref(), registrations).await?;
         self.refresh_observed_columns().await
     }
 
     /// Reads the store's observer registry now instead of at the next lease renewal.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let client = Client::open(Arc::clone(&store)).await?;
+    /// // Another client declares an observed column in the store's registry.
+    /// let declaring = Client::builder(store)
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// assert!(!client.notifies_on_write("docs", "contents")); // not read yet
+    /// client.refresh_observed_columns().await?;
+    /// assert!(client.notifies_on_write("docs", "contents"));
+    /// # declaring.shutdown().await?;
+    /// # client.shutdown().await }
+    /// ```
     pub async fn refresh_observed_columns(&self) -> Result<()> {
         self.inner.observed.refresh(self.inner.store.as_ref()).await
     }
 
     /// Writes a weak notification for `table`/`row`/`column` now, outside any transaction: the
     /// observers of that column will run (at least once) with a snapshot taken after this call.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// client.notify_weak("docs", "a", "links").await?;
+    /// client.notify_weak("docs", "b", "links").await?;
+    /// assert_eq!(client.pending_notifications("docs").await?, 2);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn notify_weak(
         &self,
         table: impl AsRef<[u8]>,
@@ -256,6 +397,32 @@ impl<S: RowStore> Client<S> {
 
     /// Up to `row_limit` rows of `table` with pending notifications, starting at `start`. Reads
     /// only the notify family.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # use std::ops::Bound;
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// for row in ["a", "b"] {
+    ///     let mut txn = client.begin().await?;
+    ///     txn.set("docs", row, "contents", "hello")?;
+    ///     txn.commit().await?;
+    /// }
+    /// let rows = client
+    ///     .scan_notifications("docs", Bound::Unbounded, Bound::Unbounded, None)
+    ///     .await?;
+    /// assert_eq!(rows.len(), 2);
+    /// assert_eq!(&rows[0].row[..], b"a");
+    /// let (column, versions) = &rows[0].columns[0];
+    /// assert_eq!((&column[..], versions.len()), (&b"contents"[..], 1));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn scan_notifications(
         &self,
         table: impl AsRef<[u8]>,
@@ -301,6 +468,33 @@ impl<S: RowStore> Client<S> {
     /// Deletes the versions of `addr`'s notifications (as listed by a scan) that a run with a
     /// snapshot at `snapshot_ts` has covered (see the module docs); keeps the others. Resolves
     /// dead writers on the way, like any reader.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{CellAddr, ClearOutcome, Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # use std::ops::Bound;
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// let rows = client
+    ///     .scan_notifications("docs", Bound::Unbounded, Bound::Unbounded, None)
+    ///     .await?;
+    /// let (column, versions) = &rows[0].columns[0];
+    /// // An observer run's snapshot, taken after the change: it covers the notification.
+    /// let run = client.begin().await?;
+    /// let addr = CellAddr::new("docs", rows[0].row.clone(), column.clone());
+    /// let outcome = client.clear_notifications(&addr, versions, run.start_ts()).await?;
+    /// assert_eq!(outcome, ClearOutcome { deleted: 1, kept: 0 });
+    /// assert_eq!(client.pending_notifications("docs").await?, 0);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn clear_notifications(
         &self,
         addr: &CellAddr,
@@ -362,6 +556,27 @@ impl<S: RowStore> Client<S> {
     }
 
     /// Number of pending notify versions in `table` (a full scan of its notify family).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, ObservedColumn};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::builder(Arc::new(MemStore::new()))
+    ///     .observe(&ObservedColumn::strong("docs", "contents"))
+    ///     .build()
+    ///     .await?;
+    /// assert_eq!(client.pending_notifications("docs").await?, 0);
+    /// for text in ["one", "two"] {
+    ///     let mut txn = client.begin().await?;
+    ///     txn.set("docs", "a", "contents", text)?;
+    ///     txn.commit().await?;
+    /// }
+    /// // One version per change, until an observer run consumes them.
+    /// assert_eq!(client.pending_notifications("docs").await?, 2);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn pending_notifications(&self, table: impl AsRef<[u8]>) -> Result<usize> {
         let rows = self
             .scan_notifications(table, Bound::Unbounded, Bound::Unbounded, None)

@@ -116,6 +116,7 @@ impl<S: RowStore> ClientInner<S> {
             if let Some(lock_cell) = lock.first() {
                 let record = LockRecord::decode(&lock_cell.value)?;
                 if !self.resolve_lock(addr, lock_cell.ts, &record).await? {
+                    self.metrics.lock_waited();
                     backoff
                         .wait_or_timeout(
                             *started.get_or_insert_with(Instant::now),
@@ -238,6 +239,7 @@ impl<S: RowStore> ClientInner<S> {
             match blocked {
                 None => break,
                 Some((addr, lock_ts)) => {
+                    self.metrics.lock_waited();
                     backoff
                         .wait_or_timeout(
                             *started.get_or_insert_with(Instant::now),

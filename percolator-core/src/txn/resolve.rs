@@ -220,6 +220,35 @@ impl<S: RowStore> Client<S> {
     /// returned, so nothing drives it forward); one of another client is settled as a reader
     /// would settle it — rolled forward if its primary committed, rolled back once its owner is
     /// dead or its lock expired. Errors other than `CommitUndetermined` are `InvalidInput`.
+    ///
+    /// An application that saw `commit` fail with [`Error::CommitUndetermined`] calls it with
+    /// that error (`Err(e @ Error::CommitUndetermined { .. }) => client.settle(&e).await?`).
+    /// Here the error is built by hand for a commit that did go through:
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{CellAddr, Client, Error, Settled, StoreError};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// let info = txn.commit().await?;
+    ///
+    /// let lost_answer = Error::CommitUndetermined {
+    ///     start_ts: info.start_ts,
+    ///     primary: Box::new(CellAddr::new("docs", "a", "contents")),
+    ///     source: StoreError::Unavailable("connection reset".into()),
+    /// };
+    /// match client.settle(&lost_answer).await? {
+    ///     Settled::Committed { commit_ts } => assert_eq!(Some(commit_ts), info.commit_ts),
+    ///     other => panic!("it did commit: {other:?}"),
+    /// }
+    /// // Any other error is refused.
+    /// assert!(client.settle(&Error::Finished).await.is_err());
+    /// # client.shutdown().await }
+    /// ```
     pub async fn settle(&self, error: &Error) -> Result<Settled> {
         match error {
             Error::CommitUndetermined {
@@ -233,6 +262,21 @@ impl<S: RowStore> Client<S> {
 
     /// [`Self::settle`] from the parts of the error: transaction `start_ts` whose primary cell is
     /// `primary`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{CellAddr, Client, Settled};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// // A transaction that began and never got to write its primary is fenced off for good.
+    /// let unfinished = client.begin().await?;
+    /// let primary = CellAddr::new("docs", "a", "contents");
+    /// let settled = client.settle_transaction(&primary, unfinished.start_ts()).await?;
+    /// assert_eq!(settled, Settled::RolledBack);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn settle_transaction(&self, primary: &CellAddr, start_ts: u64) -> Result<Settled> {
         self.inner.settle(primary, start_ts).await
     }

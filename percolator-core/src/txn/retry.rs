@@ -18,7 +18,13 @@ impl<S: RowStore> Client<S> {
     /// timeout, rollback by a cleaner, store unavailable) starts a **new** transaction and runs
     /// the whole closure again, with backoff, up to [`super::TxnConfig::max_attempts`] times.
     ///
-    /// ```text
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
     /// let total = client
     ///     .run(|txn| Box::pin(async move {
     ///         let v = txn.get("t", "r", "c").await?;
@@ -26,6 +32,23 @@ impl<S: RowStore> Client<S> {
     ///         Ok(v)
     ///     }))
     ///     .await?;
+    /// assert_eq!(total, None); // the value before the write
+    ///
+    /// // A read-modify-write counter: on a conflict the whole closure runs again.
+    /// for _ in 0..3 {
+    ///     client
+    ///         .run(|txn| Box::pin(async move {
+    ///             let hits = match txn.get("counters", "page", "hits").await? {
+    ///                 Some(v) => String::from_utf8_lossy(&v).parse::<u64>().unwrap_or(0),
+    ///                 None => 0,
+    ///             };
+    ///             txn.set("counters", "page", "hits", (hits + 1).to_string())
+    ///         }))
+    ///         .await?;
+    /// }
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("counters", "page", "hits").await?.as_deref(), Some(&b"3"[..]));
+    /// # client.shutdown().await }
     /// ```
     pub async fn run<T, F>(&self, mut body: F) -> Result<T>
     where

@@ -68,6 +68,29 @@ pub struct ScanPage {
 
 /// A snapshot-isolation transaction. Reads see the snapshot at [`Transaction::start_ts`] plus
 /// this transaction's own writes; writes are buffered until [`Transaction::commit`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use percolator_backend_mem::MemStore;
+/// # use percolator_core::Client;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> percolator_core::Result<()> {
+/// let client = Client::open(Arc::new(MemStore::new())).await?;
+/// let mut txn = client.begin().await?;
+/// txn.set("accounts", "alice", "balance", "10")?;
+/// txn.commit().await?;
+///
+/// let reader = client.begin().await?; // snapshot: alice has 10
+/// let mut writer = client.begin().await?;
+/// writer.set("accounts", "alice", "balance", "7")?;
+/// writer.commit().await?;
+/// // The reader keeps seeing its snapshot; a new transaction sees the commit.
+/// let old = reader.get("accounts", "alice", "balance").await?;
+/// assert_eq!(old.as_deref(), Some(&b"10"[..]));
+/// let new = client.begin().await?.get("accounts", "alice", "balance").await?;
+/// assert_eq!(new.as_deref(), Some(&b"7"[..]));
+/// # client.shutdown().await }
+/// ```
 pub struct Transaction<S: RowStore> {
     client: Client<S>,
     start_ts: u64,
@@ -118,6 +141,19 @@ impl<S: RowStore> Transaction<S> {
     }
 
     /// The snapshot timestamp.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let txn = client.begin().await?;
+    /// let later = client.begin().await?;
+    /// assert!(later.start_ts() > txn.start_ts());
+    /// # client.shutdown().await }
+    /// ```
     pub fn start_ts(&self) -> u64 {
         self.start_ts
     }
@@ -131,11 +167,40 @@ impl<S: RowStore> Transaction<S> {
 
     /// The limits of the store this transaction writes to: how many rows, and operations per
     /// row, a commit may take (an application that batches sizes its batches by them).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let txn = client.begin().await?;
+    /// let limits = txn.store_limits();
+    /// assert!(limits.max_batch_rows > 0);
+    /// assert!(!limits.distributed); // MemStore lives in this process
+    /// # client.shutdown().await }
+    /// ```
     pub fn store_limits(&self) -> crate::StoreLimits {
         self.client.inner.store.limits()
     }
 
     /// Number of buffered writes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.set("docs", "a", "contents", "hello again")?; // replaces the first write
+    /// txn.delete("docs", "b", "contents")?;
+    /// assert_eq!(txn.buffered_writes(), 2);
+    /// # client.shutdown().await }
+    /// ```
     pub fn buffered_writes(&self) -> usize {
         self.writes.len()
     }
@@ -162,6 +227,24 @@ impl<S: RowStore> Transaction<S> {
     }
 
     /// Reads a cell: this transaction's own write if any, else the snapshot at start_ts.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?, None); // never written
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// // Its own buffered write, before the commit:
+    /// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"hello"[..]));
+    /// txn.commit().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?.as_deref(), Some(&b"hello"[..]));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn get(
         &self,
         table: impl AsRef<[u8]>,
@@ -177,6 +260,26 @@ impl<S: RowStore> Transaction<S> {
 
     /// Like [`Self::get`], with the commit timestamp of the visible write. A cell this
     /// transaction wrote itself reports the snapshot's commit timestamp underneath.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, Versioned};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// let info = txn.commit().await?;
+    ///
+    /// let txn = client.begin().await?;
+    /// let seen = txn.get_versioned("docs", "a", "contents").await?;
+    /// assert_eq!(seen.value.as_deref(), Some(&b"hello"[..]));
+    /// assert_eq!(seen.commit_ts, info.commit_ts);
+    /// let never = txn.get_versioned("docs", "b", "contents").await?;
+    /// assert_eq!(never, Versioned::default()); // no value, no commit timestamp
+    /// # client.shutdown().await }
+    /// ```
     pub async fn get_versioned(
         &self,
         table: impl AsRef<[u8]>,
@@ -198,6 +301,20 @@ impl<S: RowStore> Transaction<S> {
     /// Asks for a weak notification of `table`/`row`/`column`, written with this transaction's
     /// prewrite (so it survives a crash after the commit point). It conflicts with nothing. A
     /// transaction without writes writes it at commit.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.notify("docs", "a", "contents")?; // wake the column's (weak) observers
+    /// txn.commit().await?;
+    /// assert_eq!(client.pending_notifications("docs").await?, 1);
+    /// # client.shutdown().await }
+    /// ```
     pub fn notify(
         &mut self,
         table: impl AsRef<[u8]>,
@@ -211,6 +328,25 @@ impl<S: RowStore> Transaction<S> {
 
     /// The start timestamp of observer `observer`'s last run on `table`/`row`/`column` (its ack
     /// column), as of this snapshot.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut run = client.begin().await?;
+    /// run.set("stats", "a", "words", "2")?;
+    /// run.set_ack("docs", "a", "word-count", "contents")?;
+    /// let run_ts = run.start_ts();
+    /// run.commit().await?;
+    ///
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.ack("docs", "a", "word-count", "contents").await?, Some(run_ts));
+    /// assert_eq!(txn.ack("docs", "a", "other", "contents").await?, None);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn ack(
         &self,
         table: impl AsRef<[u8]>,
@@ -230,6 +366,22 @@ impl<S: RowStore> Transaction<S> {
 
     /// Records that observer `observer` ran on `table`/`row`/`column` at this transaction's start
     /// timestamp. Two runs for one change both write this cell, so at most one commits.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut run = client.begin().await?;
+    /// run.set_ack("docs", "a", "word-count", "contents")?;
+    /// let run_ts = run.start_ts();
+    /// run.commit().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.ack("docs", "a", "word-count", "contents").await?, Some(run_ts));
+    /// # client.shutdown().await }
+    /// ```
     pub fn set_ack(
         &mut self,
         table: impl AsRef<[u8]>,
@@ -247,6 +399,21 @@ impl<S: RowStore> Transaction<S> {
     /// Sets observer `observer`'s ack of `table`/`row`/`column` to `ack` instead of this
     /// transaction's start timestamp: how a parked change is handed back to its observer (its
     /// ack as before the change was parked; 0 for "never ran").
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.restore_ack("docs", "a", "word-count", "contents", 42)?;
+    /// txn.commit().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.ack("docs", "a", "word-count", "contents").await?, Some(42));
+    /// # client.shutdown().await }
+    /// ```
     pub fn restore_ack(
         &mut self,
         table: impl AsRef<[u8]>,
@@ -264,6 +431,22 @@ impl<S: RowStore> Transaction<S> {
 
     /// Whether this transaction has a buffered write (or delete) of `table`/`row`/`column`
     /// (the observer runtime asks it to find observers that write the column they observe).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.delete("docs", "b", "contents")?;
+    /// assert!(txn.writes_cell("docs", "a", "contents"));
+    /// assert!(txn.writes_cell("docs", "b", "contents")); // a delete is a write too
+    /// assert!(!txn.writes_cell("docs", "a", "title"));
+    /// # client.shutdown().await }
+    /// ```
     pub fn writes_cell(
         &self,
         table: impl AsRef<[u8]>,
@@ -276,6 +459,25 @@ impl<S: RowStore> Transaction<S> {
 
     /// Buffers a write. Size limits are checked now, so an oversize value fails here, before
     /// anything is locked.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// // One transaction may write any rows of any tables.
+    /// txn.set("docs", "https://example.com/", "contents", "<html>…</html>")?;
+    /// txn.set("dups", "hash:1234", "canonical-url", "https://example.com/")?;
+    /// txn.set("docs", "https://example.com/", "size", 15.to_string())?;
+    /// assert_eq!(txn.commit().await?.cells, 3);
+    /// let txn = client.begin().await?;
+    /// let size = txn.get("docs", "https://example.com/", "size").await?;
+    /// assert_eq!(size.as_deref(), Some(&b"15"[..]));
+    /// # client.shutdown().await }
+    /// ```
     pub fn set(
         &mut self,
         table: impl AsRef<[u8]>,
@@ -293,6 +495,25 @@ impl<S: RowStore> Transaction<S> {
     }
 
     /// Buffers a deletion.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.commit().await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.delete("docs", "a", "contents")?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?, None); // its own delete
+    /// txn.commit().await?;
+    /// let txn = client.begin().await?;
+    /// assert_eq!(txn.get("docs", "a", "contents").await?, None);
+    /// # client.shutdown().await }
+    /// ```
     pub fn delete(
         &mut self,
         table: impl AsRef<[u8]>,
@@ -308,6 +529,30 @@ impl<S: RowStore> Transaction<S> {
     /// Every visible cell of `table` with a row in `rows`, restricted to `columns`, ordered by
     /// row then column; includes this transaction's own writes. [`Columns::All`] leaves out
     /// Percolator's reserved columns (observer acks).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, Columns};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// for (row, a, b) in [("r1", "a1", "b1"), ("r2", "a2", "b2"), ("r3", "a3", "b3")] {
+    ///     txn.set("s", row, "a", a)?;
+    ///     txn.set("s", row, "b", b)?;
+    /// }
+    /// txn.commit().await?;
+    ///
+    /// let txn = client.begin().await?;
+    /// let all = txn.scan::<&str>("s", .., Columns::All).await?;
+    /// assert_eq!(all.len(), 6); // ordered by row, then column
+    /// assert_eq!((&all[0].row[..], &all[0].column[..]), (&b"r1"[..], &b"a"[..]));
+    /// let some = txn.scan("s", "r2".."r3", Columns::one("a")).await?;
+    /// assert_eq!(some.len(), 1);
+    /// assert_eq!(&some[0].value[..], b"a2");
+    /// # client.shutdown().await }
+    /// ```
     pub async fn scan<B: AsRef<[u8]>>(
         &self,
         table: impl AsRef<[u8]>,
@@ -356,6 +601,35 @@ impl<S: RowStore> Transaction<S> {
     /// page, not the table. The page ends at the `row_limit`-th row with committed history (at
     /// or below the snapshot), so a page may hold fewer rows with visible cells; continue from
     /// [`ScanPage::next`] until it is `None`. Every page reads the same snapshot.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::{Client, Columns};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// # use std::ops::Bound;
+    /// let mut txn = client.begin().await?;
+    /// for i in 0..5 {
+    ///     txn.set("t", format!("row{i}"), "c", "v")?;
+    /// }
+    /// txn.commit().await?;
+    ///
+    /// let txn = client.begin().await?;
+    /// let (mut start, mut pages, mut cells) = (Bound::Unbounded, 0, 0);
+    /// loop {
+    ///     let page = txn.scan_page("t", start, Columns::All, 2).await?;
+    ///     pages += 1;
+    ///     cells += page.items.len();
+    ///     match page.next {
+    ///         Some(next) => start = next,
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!((pages, cells), (3, 5));
+    /// # client.shutdown().await }
+    /// ```
     pub async fn scan_page(
         &self,
         table: impl AsRef<[u8]>,
@@ -399,6 +673,25 @@ impl<S: RowStore> Transaction<S> {
 
     /// Commits the buffered writes (two-phase, see the `commit` module). A transaction without
     /// writes commits trivially.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "contents", "hello")?;
+    /// txn.set("docs", "a", "title", "greeting")?;
+    /// let info = txn.commit().await?;
+    /// assert!(info.commit_ts > Some(info.start_ts));
+    /// assert_eq!((info.rows, info.cells), (1, 2));
+    ///
+    /// let read_only = client.begin().await?;
+    /// assert_eq!(read_only.commit().await?.commit_ts, None);
+    /// # client.shutdown().await }
+    /// ```
     pub async fn commit(self) -> Result<CommitInfo> {
         let Transaction {
             client,

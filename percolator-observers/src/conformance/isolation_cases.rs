@@ -89,6 +89,8 @@ struct Copier {
     broken: Arc<AtomicBool>,
     panics: bool,
     attempts_on_r0: Arc<AtomicU64>,
+    /// When each attempt on row r0 began.
+    r0_attempted_at: Arc<parking_lot::Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Copier {
@@ -99,6 +101,7 @@ impl Copier {
             broken: Arc::new(AtomicBool::new(false)),
             panics: false,
             attempts_on_r0: Arc::new(AtomicU64::new(0)),
+            r0_attempted_at: Arc::default(),
         }
     }
 }
@@ -113,6 +116,7 @@ impl<S: RowStore> Observer<S> for Copier {
     }
     async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
         if change.row == "r0" {
+            self.r0_attempted_at.lock().push(std::time::Instant::now());
             self.attempts_on_r0.fetch_add(1, Ordering::SeqCst);
             if self.broken.load(Ordering::SeqCst) {
                 if self.panics {
@@ -191,7 +195,7 @@ pub async fn failing_row_backs_off<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let copier = Copier::new("copier", "v");
     copier.broken.store(true, Ordering::SeqCst);
-    let attempts = Arc::clone(&copier.attempts_on_r0);
+    let attempted_at = Arc::clone(&copier.r0_attempted_at);
     let broken = Arc::clone(&copier.broken);
     let mut observers = Observers::new();
     observers.register(copier).unwrap();
@@ -202,15 +206,24 @@ pub async fn failing_row_backs_off<F: StoreFactory>(factory: &F) {
     let runtime = start_with(&store, observers, config).await;
     let writer = plain_writer(&store).await;
     write_rows(&writer, "v", "one").await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let tried = attempts.load(Ordering::SeqCst);
+    // Five attempts on r0: the first and four retries.
+    while attempted_at.lock().len() < 5 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let stats = runtime.stats();
     // Without backoff the scanners (idle pause at most 20 ms, reset by every dispatch) would
-    // try the row hundreds of times in 1.5 s; the pauses allow about 10.
-    assert!(
-        (2..=20).contains(&tried),
-        "row r0 was tried {tried} times in 1.5 s: {stats:?}"
-    );
+    // retry within milliseconds; each retry comes at least its pause after the attempt before.
+    // (A slower machine only makes the gaps longer.)
+    let at = attempted_at.lock().clone();
+    for (i, pause_ms) in [50u64, 100, 200, 200].into_iter().enumerate() {
+        let gap = at[i + 1] - at[i];
+        assert!(
+            gap + Duration::from_millis(2) >= Duration::from_millis(pause_ms),
+            "retry {} of r0 came {gap:?} after the attempt before, not after the {pause_ms} ms \
+             pause: {stats:?}",
+            i + 1
+        );
+    }
     assert!(stats.backed_off > 0, "{stats:?}");
     assert_eq!(stats.parked, 0);
     for i in 1..ROWS {

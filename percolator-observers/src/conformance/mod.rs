@@ -23,8 +23,8 @@ pub mod tree_cases;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use percolator_core::conformance::block_on_case;
 use percolator_core::conformance::fast_config;
-pub use percolator_core::conformance::skipped;
 use percolator_core::{Client, ClientBuilder, ObservedColumn, RowStore};
 
 use crate::{Observers, Runtime, RuntimeConfig};
@@ -65,12 +65,19 @@ pub async fn idle<S: RowStore>(runtime: &Runtime<S>) {
         .unwrap_or_else(|e| panic!("runtime never went idle: {e}"));
 }
 
-/// Instantiates every observer conformance case as a `#[tokio::test]` for the factory
-/// expression (a `percolator_core::conformance::StoreFactory`).
+/// Instantiates every observer conformance case for the factory expression (a
+/// `percolator_core::conformance::StoreFactory`), as `#[tokio::test]`s or, with `trials:`,
+/// as `(name, test)` pairs (see `percolator_core::conformance_tests!`).
 #[macro_export]
 macro_rules! observer_conformance_tests {
     ($factory:expr) => {
-        $crate::observer_conformance_tests!(@cases $factory;
+        $crate::observer_conformance_tests! { @list tests $factory }
+    };
+    (trials: $factory:expr) => {
+        $crate::observer_conformance_tests! { @list trials $factory }
+    };
+    (@list $mode:ident $factory:expr) => {
+        $crate::observer_conformance_tests! { @cases $mode $factory;
             observer_strong_changes_once_with_crashes_two_workers => notify_cases::strong_changes_once_with_crashes_two_workers,
             observer_message_collapsing => notify_cases::message_collapsing,
             observer_weak_storm_stays_bounded => notify_cases::weak_storm_stays_bounded,
@@ -89,18 +96,30 @@ macro_rules! observer_conformance_tests {
             observer_self_triggering_observer_is_stopped => isolation_cases::self_triggering_observer_is_stopped,
             observer_workers_with_different_observer_sets => isolation_cases::workers_with_different_observer_sets,
             observer_undeclared_writer_still_notifies => isolation_cases::undeclared_writer_still_notifies,
-        );
+        }
     };
-    (@cases $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
+    (@cases tests $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
                 let factory = $factory;
-                if $crate::conformance::skipped(&factory, stringify!($name)) {
-                    return;
-                }
                 $crate::conformance::$module::$case(&factory).await;
             }
         )+
     };
+    (@cases trials $factory:expr; $($name:ident => $module:ident :: $case:ident),+ $(,)?) => {{
+        let trials: ::std::vec::Vec<(&'static str, ::std::boxed::Box<dyn FnOnce() + Send>)> =
+            ::std::vec![$(
+                (
+                    stringify!($name),
+                    ::std::boxed::Box::new(|| {
+                        $crate::conformance::block_on_case(async {
+                            let factory = $factory;
+                            $crate::conformance::$module::$case(&factory).await;
+                        })
+                    }),
+                ),
+            )+];
+        trials
+    }};
 }

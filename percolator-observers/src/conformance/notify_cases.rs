@@ -692,12 +692,14 @@ pub async fn background_gc_keeps_observers_correct<F: StoreFactory>(factory: &F)
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     idle(&runtime).await;
-    // Let the collector pass the last changes too.
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    while runtime.stats().gc_runs < 3 && tokio::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // Let the collector pass the last changes too: three runs, and more cells deleted than
+    // there were writes (each superseded version of the counter and its log).
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while (runtime.stats().gc_runs < 3 || runtime.stats().gc_cells_deleted <= WRITES)
+        && tokio::time::Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
     let stats = runtime.shutdown().await.unwrap();
     assert!(stats.gc_runs >= 3, "{stats:?}");
     assert!(stats.gc_cells_deleted > WRITES, "{stats:?}");
