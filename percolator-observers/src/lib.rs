@@ -75,10 +75,14 @@
 //! (`percolator_core::txn`, module `notify`); this crate schedules and runs observers on them.
 
 pub mod audit;
+mod background;
+mod config;
+mod error;
 mod failures;
 mod metrics;
 mod observer;
 pub mod parking;
+mod pending;
 mod process;
 mod row_locks;
 mod runtime;
@@ -87,10 +91,13 @@ mod scanner;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use config::{GcSchedule, RuntimeConfig};
+pub use error::RuntimeError;
 pub use metrics::{ObserverRuns, RuntimeStats};
 pub use observer::{Change, Observer, Observers};
 pub use parking::{ParkedChange, RetryReport, parked, retry_parked};
+pub use pending::{any_pending_on, pending_on};
 pub use percolator_core::internal::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};
-pub use runtime::{GcSchedule, Runtime, RuntimeConfig, RuntimeError, any_pending_on, pending_on};
+pub use runtime::Runtime;
