@@ -6,8 +6,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use percolator_core::GcConfig;
 
-/// Tunables of a [`Runtime`]'s scheduling. The runtime's transactions are configured on the
-/// [`ClientBuilder`] handed to [`Runtime::start`] (oracle, [`percolator_core::TxnConfig`], and in
+/// Tunables of a [`Runtime`](crate::Runtime)'s scheduling. The runtime's transactions are configured on the
+/// [`ClientBuilder`](percolator_core::ClientBuilder) handed to [`Runtime::start`](crate::Runtime::start) (oracle, [`percolator_core::TxnConfig`], and in
 /// tests fault injection), so nothing here duplicates a client option.
 ///
 /// ```
@@ -57,7 +57,7 @@ pub struct RuntimeConfig {
     /// notified itself again) after which its next such run fails instead of committing.
     pub max_self_triggers: u32,
     /// How often the worker looks for dead workers, ends their leases and resolves the locks
-    /// they left in every table ([`Client::sweep_dead_workers`]); it also resolves abandoned
+    /// they left in every table ([`Client::sweep_dead_workers`](percolator_core::Client::sweep_dead_workers)); it also resolves abandoned
     /// locks once at start. Without it, a crashed worker's locks on cells nobody reads again
     /// stay until a full garbage collection. `None`: never.
     pub dead_worker_sweep: Option<Duration>,

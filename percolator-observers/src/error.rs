@@ -51,7 +51,7 @@ pub enum RuntimeError {
     /// A transaction-layer error.
     #[error(transparent)]
     Txn(#[from] percolator_core::Error),
-    /// [`Runtime::wait_idle`] gave up.
+    /// [`Runtime::wait_idle`](crate::Runtime::wait_idle) gave up.
     #[error(
         "still {pending} notification(s) pending and {in_flight} run(s) in flight{} after {waited:?}",
         if *lock_sweep_owed { ", and the dead-worker sweep not done" } else { "" }

@@ -67,7 +67,7 @@ pub trait StoreFactory: Send + Sync + 'static {
 }
 
 /// Runs one case to completion on a new multi-threaded runtime (4 worker threads, what the
-/// `#[tokio::test]` form gives each case): the `trials:` form of [`conformance_tests!`] runs
+/// `#[tokio::test]` form gives each case): the `trials:` form of [`crate::conformance_tests!`] runs
 /// its cases through it.
 pub fn block_on_case<F: std::future::Future<Output = ()>>(case: F) {
     tokio::runtime::Builder::new_multi_thread()
