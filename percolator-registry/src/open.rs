@@ -62,6 +62,17 @@ pub struct OpenedStore {
     pub spec: StoreSpec,
 }
 
+impl OpenedStore {
+    /// A client builder on the store, with the oracle its cluster imposes if it has one.
+    pub fn client_builder(self) -> percolator_core::ClientBuilder<DynStore> {
+        let builder = percolator_core::Client::builder(Arc::new(self.store));
+        match self.oracle {
+            Some(oracle) => builder.oracle(oracle),
+            None => builder,
+        }
+    }
+}
+
 impl std::fmt::Debug for OpenedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenedStore")
@@ -113,11 +124,7 @@ pub enum OpenError {
 /// use percolator_registry::{OpenOptions, open};
 ///
 /// let opened = open(&"fjall:target/wi".parse()?, &OpenOptions::default()).await?;
-/// let mut builder = percolator_core::Client::builder(opened.store);
-/// if let Some(oracle) = opened.oracle {
-///     builder = builder.oracle(oracle);
-/// }
-/// let client = builder.build().await?;
+/// let client = opened.client_builder().build().await?;
 /// # let _ = client; Ok(()) }
 /// ```
 pub async fn open(spec: &StoreSpec, options: &OpenOptions) -> Result<OpenedStore, OpenError> {

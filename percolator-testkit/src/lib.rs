@@ -15,7 +15,7 @@
 //!     // … start a cluster, kill its leader, assert …
 //! }
 //!
-//! fn main() {
+//! fn main() -> std::process::ExitCode {
 //!     Harness::new(&[Needs::Etcd])
 //!         .tokio("survives_a_leader_kill", 2, survives_a_leader_kill)
 //!         .run()

@@ -49,6 +49,12 @@ fn set_by_cargo_run(key: &str) -> bool {
         )
 }
 
+/// Whether this runs under CI (`CI` set, as CI services set it), where every server a test
+/// needs is installed, so a missing one is a failure rather than a skip.
+pub fn under_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
 pub fn have_nextest() -> bool {
     cargo()
         .args(["nextest", "--version"])

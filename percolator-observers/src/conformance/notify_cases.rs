@@ -692,10 +692,26 @@ pub async fn background_gc_keeps_observers_correct<F: StoreFactory>(factory: &F)
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     idle(&runtime).await;
-    // Let the collector pass the last changes too: three runs, and more cells deleted than
-    // there were writes (each superseded version of the counter and its log).
+    // The collector passes the last changes too: wait for three runs, more cells deleted than
+    // there were writes, and the row's history cut short.
+    let history = || async {
+        store
+            .read_row(percolator_core::ReadRow {
+                snapshot_ts: None,
+                table: Bytes::from_static(OBS.as_bytes()),
+                row: Bytes::from_static(b"hot"),
+                reads: vec![percolator_core::FamilyRead::all(
+                    percolator_core::Family::Write,
+                )],
+            })
+            .await
+            .unwrap()[0]
+            .len()
+    };
     let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while (runtime.stats().gc_runs < 3 || runtime.stats().gc_cells_deleted <= WRITES)
+    while (runtime.stats().gc_runs < 3
+        || runtime.stats().gc_cells_deleted <= WRITES
+        || history().await >= (WRITES / 2) as usize)
         && tokio::time::Instant::now() < until
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -710,18 +726,7 @@ pub async fn background_gc_keeps_observers_correct<F: StoreFactory>(factory: &F)
         1,
         "the latest change was observed exactly once"
     );
-    let history = store
-        .read_row(percolator_core::ReadRow {
-            snapshot_ts: None,
-            table: Bytes::from_static(OBS.as_bytes()),
-            row: Bytes::from_static(b"hot"),
-            reads: vec![percolator_core::FamilyRead::all(
-                percolator_core::Family::Write,
-            )],
-        })
-        .await
-        .unwrap()[0]
-        .len();
+    let history = history().await;
     assert!(
         history < (WRITES / 2) as usize,
         "{history} write records of {WRITES} changes left"

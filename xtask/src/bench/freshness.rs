@@ -24,9 +24,9 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str], size: &FreshnessSize) -> Result<(), 
             &["freshness", "--store", &ctx.store(backend, "freshness")],
         );
         cmd.arg("--json").arg(&json);
-        // On etcd the experiment runs at the quick size (400 documents): at 2 000, a 3-member
-        // cluster sharing a 2-core machine needs minutes per crawl rate.
-        if (ctx.quick && size.docs.is_none()) || backend == "etcd" {
+        // On a cluster the experiment runs at the quick size (400 documents): at 2 000, a
+        // 3-member cluster sharing a 2-core machine needs minutes per crawl rate.
+        if (ctx.quick && size.docs.is_none()) || Ctx::on_cluster(backend) {
             cmd.arg("--quick");
         }
         if ctx.quick && size.rates.is_none() {

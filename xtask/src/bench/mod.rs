@@ -69,19 +69,27 @@ impl Ctx<'_> {
     /// The store spec for `backend` in a benchmark called `what`: a scratch directory under
     /// [`OUT`] for the embedded engines, the cluster's address for etcd and TiKV.
     pub fn store(&self, backend: &str, what: &str) -> String {
-        match catalogue::backend(backend).map(|b| b.kind) {
-            Some(Kind::Embedded) => format!("{backend}:{OUT}/{what}-db-{backend}"),
-            Some(Kind::Cluster) if backend == "tikv" => {
-                format!("tikv:{}", self.remote.pd.as_deref().unwrap_or_default())
-            }
-            Some(Kind::Cluster) => {
-                format!(
-                    "{backend}:{}",
-                    self.remote.etcd.as_deref().unwrap_or_default()
-                )
-            }
+        let Some(info) = catalogue::backend(backend) else {
+            return backend.to_owned();
+        };
+        match (info.kind, info.needs) {
+            (Kind::Embedded, _) => format!("{backend}:{OUT}/{what}-db-{backend}"),
+            (_, Server::TikvPd) => format!(
+                "{backend}:{}",
+                self.remote.pd.as_deref().unwrap_or_default()
+            ),
+            (_, Server::Etcd) => format!(
+                "{backend}:{}",
+                self.remote.etcd.as_deref().unwrap_or_default()
+            ),
             _ => backend.to_owned(),
         }
+    }
+
+    /// Whether `backend` runs on a cluster (benchmarks take their small sizes there: a cluster
+    /// sharing a 2-core machine with its clients needs minutes per step at the full ones).
+    pub fn on_cluster(backend: &str) -> bool {
+        catalogue::backend(backend).is_some_and(|b| b.kind == Kind::Cluster)
     }
 }
 
@@ -132,8 +140,10 @@ pub fn bench(
     let pd = pd
         .or_else(|| std::env::var("PERCOLATOR_TIKV_PD").ok())
         .filter(|p| !p.trim().is_empty());
-    if choice == "tikv" && pd.is_none() {
-        return Err("--backend tikv needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)".into());
+    if catalogue::backend(choice).is_some_and(|b| b.needs == Server::TikvPd) && pd.is_none() {
+        return Err(format!(
+            "--backend {choice} needs --pd HOST:PORT (or PERCOLATOR_TIKV_PD)"
+        ));
     }
     std::fs::create_dir_all(OUT).map_err(|e| format!("{OUT}: {e}"))?;
     let profile = if dev_build {
@@ -176,12 +186,17 @@ pub fn bench(
     }
     // etcd: the cluster in PERCOLATOR_ETCD_ENDPOINTS, else 3 members on loopback for this run
     // (stopped when `_cluster` drops at the end).
-    let (etcd, _cluster) = if systems.contains(&"etcd") {
+    let needs = |server: Server| {
+        systems
+            .iter()
+            .any(|b| catalogue::backend(b).is_some_and(|b| b.needs == server))
+    };
+    let (etcd, _cluster) = if needs(Server::Etcd) {
         match percolator_etcd_cluster::endpoints_from_env() {
             Some(endpoints) => (Some(endpoints.join(",")), None),
             None => {
                 let started = crate::cluster::for_tests()?
-                    .map_err(|reason| format!("--backend etcd: {reason}"))?;
+                    .map_err(|reason| format!("an etcd backend: {reason}"))?;
                 (Some(started.endpoints().join(",")), Some(started))
             }
         }
@@ -189,7 +204,7 @@ pub fn bench(
         (None, None)
     };
     let remote = Remote { pd, etcd };
-    let bin = binaries::build(profile, systems.contains(&"tikv"))?;
+    let bin = binaries::build(profile, needs(Server::TikvPd))?;
     let ctx = Ctx {
         bin: &bin,
         quick,
