@@ -40,6 +40,11 @@ impl Binaries {
         Command::new(&self.bench)
     }
 
+    /// Where `percolator-bench` is (its directory names the profile it was built in).
+    pub fn bench_path(&self) -> &std::path::Path {
+        &self.bench
+    }
+
     /// Where the `percolator` CLI is (for benchmarks that start it as worker processes).
     pub fn percolator_path(&self) -> &std::path::Path {
         &self.percolator

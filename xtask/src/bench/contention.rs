@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         println!("== contention on {backend}");
         reports.push((
             backend.to_owned(),
-            run_for_json(cmd, &json, &format!("contention on {backend}"))?,
+            run_for_json(ctx, cmd, &json, &format!("contention on {backend}"))?,
         ));
     }
     println!("\n{}", table(&reports));

@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     if ctx.quick {
         cmd.arg("--quick");
     }
-    let report = run_for_json(cmd, &json, "Figure 10")?;
+    let report = run_for_json(ctx, cmd, &json, "Figure 10")?;
     println!("\n{}", table(&report));
     write_chart("faults.svg", &chart(&report))?;
     println!("JSON and plot: target/bench/{FILE}, target/bench/faults.svg");

@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str], size: &FreshnessSize) -> Result<(), 
         println!("== freshness on {backend}");
         reports.push((
             backend.to_owned(),
-            run_for_json(cmd, &json, &format!("freshness on {backend}"))?,
+            run_for_json(ctx, cmd, &json, &format!("freshness on {backend}"))?,
         ));
     }
     println!("\n{}", table(&reports));

@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         println!("== micro (Figure 8, oracle) on {backend}");
         reports.push((
             backend.to_owned(),
-            run_for_json(cmd, &json, &format!("micro on {backend}"))?,
+            run_for_json(ctx, cmd, &json, &format!("micro on {backend}"))?,
         ));
     }
     println!("\n{}", table(&reports));

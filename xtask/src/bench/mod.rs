@@ -63,6 +63,9 @@ pub struct Ctx<'a> {
     pub quick: bool,
     /// Where the cluster backends are.
     pub remote: &'a Remote,
+    /// How the run is made (commit, date, machine, profile), taken once the executables are
+    /// built, so that edits made while it runs do not change what it records.
+    pub run: report::RunInfo,
 }
 
 impl Ctx<'_> {
@@ -159,6 +162,7 @@ pub fn bench(
         let bin = binaries::build(profile, false)?;
         let remote = Remote::default();
         return figure10::run(&Ctx {
+            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
             bin: &bin,
             quick,
             remote: &remote,
@@ -178,6 +182,7 @@ pub fn bench(
         let bin = binaries::build(profile, false)?;
         let remote = Remote::default();
         let ctx = Ctx {
+            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
             bin: &bin,
             quick,
             remote: &remote,
@@ -206,6 +211,7 @@ pub fn bench(
     let remote = Remote { pd, etcd };
     let bin = binaries::build(profile, needs(Server::TikvPd))?;
     let ctx = Ctx {
+        run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
         bin: &bin,
         quick,
         remote: &remote,
@@ -231,13 +237,18 @@ pub fn bench(
 
 /// Runs a benchmark command, reads the JSON report it wrote, and records in it how it was run
 /// (commit, date, machine, profile: [`report::RunInfo`]) for the report.
-pub fn run_for_json(mut cmd: Command, json: &Path, what: &str) -> Result<Value, String> {
+pub fn run_for_json(
+    ctx: &Ctx<'_>,
+    mut cmd: Command,
+    json: &Path,
+    what: &str,
+) -> Result<Value, String> {
     let status = cmd.status().map_err(|e| format!("running {what}: {e}"))?;
     if !status.success() {
         return Err(format!("{what} failed ({status})"));
     }
     let mut value = read_json(json)?;
-    value[report::RUN_KEY] = report::RunInfo::now(cmd.get_program(), cmd.get_args()).to_json();
+    value[report::RUN_KEY] = ctx.run.to_json();
     std::fs::write(
         json,
         serde_json::to_vec_pretty(&value).map_err(|e| format!("{}: {e}", json.display()))?,

@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     if ctx.quick {
         cmd.args(["--requesters", "1,64", "--seconds", "0.5"]);
     }
-    let report = run_for_json(cmd, &json, "the oracle service benchmark")?;
+    let report = run_for_json(ctx, cmd, &json, "the oracle service benchmark")?;
     println!("\n{}", table(&report));
     write_chart("oracle-service.svg", &chart(&report))?;
     println!("JSON and plot: target/bench/{FILE}, target/bench/oracle-service.svg");

@@ -49,8 +49,9 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
-    /// This machine, commit and date, for the executable `program` run with `args`.
-    pub fn now<'a>(program: &OsStr, args: impl IntoIterator<Item = &'a OsStr>) -> Self {
+    /// This machine, commit and date, for the executable `program` (its directory names the
+    /// profile) in a run that is `quick` or not.
+    pub fn now(program: &OsStr, quick: bool) -> Self {
         let output = |cmd: &mut Command| {
             cmd.output()
                 .ok()
@@ -74,7 +75,7 @@ impl RunInfo {
             date: output(Command::new("date").args(["-u", "+%Y-%m-%d"])),
             machine: machine(),
             profile,
-            quick: args.into_iter().any(|a| a == "--quick"),
+            quick,
         }
     }
 
@@ -333,6 +334,12 @@ pub fn report() -> Result<(), String> {
     let sections = sections(Path::new(OUT))?;
     let old = std::fs::read_to_string(BENCHMARKS_MD).unwrap_or_default();
     let text = benchmarks_md(&sections, &old);
+    if headlines(&text).is_empty() {
+        return Err(format!(
+            "nothing to report: no full run of the dist profile in {OUT}/ and no section in \
+             {BENCHMARKS_MD} (run `cargo xtask bench`, without --quick or --dev-build, first)"
+        ));
+    }
     std::fs::write(BENCHMARKS_MD, &text).map_err(|e| format!("{BENCHMARKS_MD}: {e}"))?;
     let readme = std::fs::read_to_string(README).map_err(|e| format!("{README}: {e}"))?;
     let rows = headlines(&text);

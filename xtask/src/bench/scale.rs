@@ -25,7 +25,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str], docs: usize) -> Result<(), String> {
         println!("== scale run on {backend}: {docs} realistic pages");
         reports.push((
             backend.to_owned(),
-            run_for_json(cmd, &json, &format!("scale run on {backend}"))?,
+            run_for_json(ctx, cmd, &json, &format!("scale run on {backend}"))?,
         ));
     }
     println!("\n{}", table(&reports));

@@ -48,7 +48,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
             println!("== soak on {backend}, GC {label}");
             reports.push((
                 format!("{backend}, GC {label}"),
-                run_for_json(cmd, &json, &format!("soak on {backend}"))?,
+                run_for_json(ctx, cmd, &json, &format!("soak on {backend}"))?,
             ));
         }
     }

@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         println!("== TPC-E-style on {system}");
         reports.push((
             system.to_owned(),
-            run_for_json(cmd, &json, &format!("tpce on {system}"))?,
+            run_for_json(ctx, cmd, &json, &format!("tpce on {system}"))?,
         ));
     }
     println!("\n{}", table(&reports));
