@@ -27,6 +27,7 @@
 mod cmd;
 mod output;
 mod store;
+mod token;
 
 use cmd::{bank, compact, debug, gc, observers, oracle, serve, webindex};
 
@@ -90,6 +91,10 @@ pub struct Cli {
     /// to (defaults to $PERCOLATOR_SERVER; without it, the server recorded in `--db`, if any).
     #[arg(long, env = "PERCOLATOR_SERVER")]
     server: Option<String>,
+    /// The server's token: the file `serve` keeps it in (for `serve`: made if missing). Else
+    /// $PERCOLATOR_TOKEN, else the token file in `--db`.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -141,7 +146,7 @@ fn main() -> ExitCode {
     let spec = match store::spec(&cli) {
         Ok(spec) => spec,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", output::term_safe(&e.to_string()));
             return ExitCode::FAILURE;
         }
     };
@@ -158,7 +163,7 @@ fn main() -> ExitCode {
     match runtime.block_on(store::run(&cli, &spec)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", output::term_safe(&e.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -202,7 +207,10 @@ pub async fn dispatch<S: percolator_core::RowStore>(
         Command::Compact(_) => Err("compact: the store is open; it compacts only offline".into()),
         Command::Observers { command } => observers::run(store, oracle, command).await,
         Command::Bank(args) => bank::run(store, oracle, args).await,
-        Command::Serve(args) => serve::run(store, oracle, args, db).await,
+        Command::Serve(args) => {
+            let token = crate::token::for_serve(cli, db)?;
+            serve::run(store, oracle, args, db, token).await
+        }
     }
 }
 

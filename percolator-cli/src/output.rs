@@ -1,13 +1,95 @@
 //! Everything the CLI renders: progress bars, summary tables, search results and verdicts.
+//!
+//! Two rules for what reaches the terminal. Text that comes from pages or the store (titles,
+//! snippets, URLs, rows, error messages quoting them) goes through [`term_safe`], so that it
+//! cannot move the cursor, recolour the terminal or retitle its window. And stdout is written
+//! with [`out!`] and [`outln!`] instead of `print!` and `println!`: a reader that went away
+//! (`percolator … | head`) ends the process quietly instead of a panic.
 
+use std::borrow::Cow;
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use percolator_observers::RuntimeStats;
+use percolator_webindex::search::Snippet;
 use percolator_webindex::{self as webindex, LoadReport, Mode};
 
 use crate::CliError;
+
+/// `print!` to stdout, ending the process quietly when stdout is gone (see [`write_stdout`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!($($arg)*), false)
+    };
+}
+
+/// `println!` to stdout, ending the process quietly when stdout is gone (see [`write_stdout`]).
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(::std::format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!($($arg)*), true)
+    };
+}
+
+pub(crate) use out;
+pub(crate) use outln;
+
+/// Writes `args` (and a newline if `newline`) to stdout, as `print!` and `println!` do, but
+/// without their panic when the write fails: a reader that closed the pipe
+/// ([`std::io::ErrorKind::BrokenPipe`], e.g. `percolator … | head`) ends the process at once
+/// with status 0, any other error with status 1 and a line on stderr. What [`out!`] and
+/// [`outln!`] call.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    let mut stdout = std::io::stdout().lock();
+    let mut written = stdout.write_fmt(args);
+    if newline && written.is_ok() {
+        written = stdout.write_all(b"\n");
+    }
+    drop(stdout);
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Whether `c` must not reach a terminal as it is: C0 controls (tab and newline included: page
+/// text has no business moving the cursor inside one field), DEL, C1 controls, and the
+/// bidirectional-text controls (which reorder what is shown around them).
+fn is_terminal_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// `text` with every control character (C0 U+0000–U+001F, tab and newline too; DEL U+007F;
+/// C1 U+0080–U+009F) and every bidirectional-text control (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069) replaced by a visible escape: `\x1b` for U+001B, `\u{202e}`
+/// for U+202E. Borrowed when there is nothing to replace. For every page-derived or stored
+/// string printed on the terminal (titles, snippets, URLs, rows, error messages quoting them).
+pub(crate) fn term_safe(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_terminal_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !is_terminal_unsafe(c) {
+            out.push(c);
+        } else if c < '\u{80}' {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// A progress bar over `len` items (a spinner when `len` is unknown). Hidden when stderr is not
 /// a terminal, so logs and CI output stay clean.
@@ -82,7 +164,7 @@ pub fn write_json(
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(path, serde_json::to_vec_pretty(report)?)?;
-    println!("\nwrote {}", path.display());
+    outln!("\nwrote {}", term_safe(&path.display().to_string()));
     Ok(())
 }
 
@@ -93,15 +175,16 @@ pub(crate) fn print_results(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     if json {
-        println!("{}", serde_json::to_string_pretty(results)?);
+        // JSON escapes every control character itself.
+        outln!("{}", serde_json::to_string_pretty(results)?);
     } else {
-        print!("{}", format_results(results, offset));
+        out!("{}", format_results(results, offset));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Search results for a terminal: the count, then per hit its rank, score, URL, title and
-/// snippet (matches in brackets).
+/// snippet (matches in brackets). Page-derived text is escaped ([`term_safe`]).
 pub(crate) fn format_results(results: &webindex::SearchResults, offset: usize) -> String {
     let how = match results.mode {
         Mode::Any => "any",
@@ -111,7 +194,7 @@ pub(crate) fn format_results(results: &webindex::SearchResults, offset: usize) -
         "{} of {} documents contain {how} of: {}\n",
         results.total,
         results.documents,
-        results.terms.join(" ")
+        term_safe(&results.terms.join(" "))
     );
     if !results.hits.is_empty() {
         out.push_str(&format!(
@@ -124,28 +207,47 @@ pub(crate) fn format_results(results: &webindex::SearchResults, offset: usize) -
         out.push_str(&format!(
             "\n{:>3}. {}  (score {:.2}, {} inlinks)\n     {}\n",
             offset + i + 1,
-            hit.title,
+            term_safe(&hit.title),
             hit.score,
             hit.inlinks,
-            hit.url
+            term_safe(&hit.url)
         ));
         if !hit.snippet.text.is_empty() {
-            out.push_str(&format!("     {}\n", hit.snippet.marked()));
+            out.push_str(&format!("     {}\n", marked(&hit.snippet)));
         }
     }
     out
 }
 
+/// [`Snippet::marked`] with the text escaped ([`term_safe`]): the matches in `[` `]`.
+fn marked(snippet: &Snippet) -> String {
+    let text = snippet.text.as_str();
+    let mut out = String::with_capacity(text.len() + 2 * snippet.highlights.len());
+    let mut at = 0;
+    for &(start, end) in &snippet.highlights {
+        if let (Some(before), Some(word)) = (text.get(at..start), text.get(start..end)) {
+            out.push_str(&term_safe(before));
+            out.push('[');
+            out.push_str(&term_safe(word));
+            out.push(']');
+            at = end;
+        }
+    }
+    out.push_str(&term_safe(text.get(at..).unwrap_or_default()));
+    out
+}
+
 pub(crate) fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
     if report.violations.is_empty() {
-        println!(
+        outln!(
             "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, anchor terms at canonicals, index = canonical terms)"
         );
         ExitCode::SUCCESS
     } else {
-        println!("invariants: {} violation(s):", report.violations.len());
+        outln!("invariants: {} violation(s):", report.violations.len());
+        // They quote stored keys and URLs.
         for v in report.violations.iter().take(20) {
-            println!("  {v}");
+            outln!("  {}", term_safe(v));
         }
         ExitCode::FAILURE
     }
@@ -250,7 +352,7 @@ pub(crate) fn gc_table(report: &percolator_core::GcReport) -> String {
     for t in report.tables.iter().chain(std::iter::once(&report.total())) {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            String::from_utf8_lossy(&t.table),
+            term_safe(&String::from_utf8_lossy(&t.table)),
             t.rows,
             t.locks_resolved,
             t.locks_left,
@@ -262,4 +364,65 @@ pub(crate) fn gc_table(report: &percolator_core::GcReport) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn term_safe_escapes_controls_and_bidi_and_borrows_clean_text() {
+        assert!(matches!(
+            term_safe("plain text, café ✓ 日本"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            term_safe("x \u{1b}[31mRED\u{1b}[0m \u{1b}]0;pwned\u{7}"),
+            "x \\x1b[31mRED\\x1b[0m \\x1b]0;pwned\\x07"
+        );
+        assert_eq!(
+            term_safe("a\tb\nc\r\0\u{7f}"),
+            "a\\x09b\\x0ac\\x0d\\x00\\x7f"
+        );
+        assert_eq!(term_safe("\u{85}\u{9b}31m"), "\\u{85}\\u{9b}31m");
+        assert_eq!(
+            term_safe("\u{202e}fdp.exe \u{2066}\u{200f}\u{61c}"),
+            "\\u{202e}fdp.exe \\u{2066}\\u{200f}\\u{61c}"
+        );
+    }
+
+    #[test]
+    fn results_escape_page_text_and_keep_the_marks() {
+        let text = "a \u{1b}[31mquokka\u{202e} b";
+        let results = webindex::SearchResults {
+            terms: vec!["quokka".into()],
+            mode: Mode::All,
+            total: 1,
+            documents: 1,
+            hits: vec![webindex::Hit {
+                url: "http://x.example/\u{1b}[2J".into(),
+                title: "t\u{1b}]0;pwned\u{7}".into(),
+                score: 1.0,
+                inlinks: 0,
+                snippet: Snippet {
+                    text: text.into(),
+                    highlights: vec![(7, 13)],
+                },
+            }],
+        };
+        let out = format_results(&results, 0);
+        assert!(
+            !out.chars().any(|c| c != '\n' && is_terminal_unsafe(c)),
+            "{out:?}"
+        );
+        assert!(
+            out.contains("  1. t\\x1b]0;pwned\\x07  (score 1.00, 0 inlinks)\n"),
+            "{out}"
+        );
+        assert!(out.contains("     http://x.example/\\x1b[2J\n"), "{out}");
+        assert!(
+            out.contains("     a \\x1b[31m[quokka]\\u{202e} b\n"),
+            "{out}"
+        );
+    }
 }

@@ -643,3 +643,213 @@ fn deleted_pages_leave_the_index() {
     assert!(ok && out.contains("invariants: all hold"), "{out}");
     assert_eq!(cell(&out, "documents"), "1", "{out}");
 }
+
+/// `stdout` holds no byte a terminal acts on: no C0 control but `\n`, no DEL, no C1 control
+/// and no bidirectional-text control.
+fn assert_terminal_safe(stdout: &[u8]) {
+    let text = String::from_utf8_lossy(stdout);
+    assert!(
+        !stdout
+            .iter()
+            .any(|&b| (b < 0x20 && b != b'\n') || b == 0x7f),
+        "a raw control byte: {text:?}"
+    );
+    let bidi = |c: char| {
+        matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || bidi(c)),
+        "a raw control character: {text:?}"
+    );
+}
+
+/// Page text never reaches the terminal raw: the escape sequences of a title (recolouring,
+/// retitling the window) and of a body (clearing the screen), and a right-to-left override,
+/// come out as visible escapes (`\x1b`, `\u{202e}`); so does a URL `delete` quotes back.
+#[test]
+fn page_text_reaches_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::write(
+        pages.join("evil.html"),
+        "<html><head><title>x \u{1b}[31mRED\u{1b}[0m \u{1b}]0;pwned\u{7}</title></head>\
+         <body><p>quokka zanzibar \u{1b}[2J cleared \u{202e}desrever tail</p></body></html>",
+    )
+    .unwrap();
+    let (ok, out) = percolator(&db, &["webindex", "load", "--dir", pages.to_str().unwrap()]);
+    assert!(ok && cell(&out, "pages loaded") == "1", "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+
+    let query = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["webindex", "query", "quokka"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&query.stdout);
+    assert!(
+        query.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&query.stderr)
+    );
+    assert_terminal_safe(&query.stdout);
+    assert!(text.starts_with("1 of 1 documents"), "{text}");
+    assert!(text.contains("http://localhost/evil.html"), "{text}");
+    assert!(
+        text.contains("x \\x1b[31mRED\\x1b[0m \\x1b]0;pwned\\x07"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\\x1b[2J cleared \\u{202e}desrever"),
+        "{text}"
+    );
+    assert!(text.contains("[quokka]"), "{text}");
+
+    let delete = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["webindex", "delete", "http://x.example/\u{1b}[31m\u{202e}"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&delete.stdout);
+    assert!(!delete.status.success(), "{text}");
+    assert_terminal_safe(&delete.stdout);
+    assert!(
+        text.contains("nothing to delete: http://x.example/\\x1b[31m\\u{202e}"),
+        "{text}"
+    );
+}
+
+/// The word on the most pages of the synthetic crawl `load --synthetic docs --seed seed` makes.
+fn most_common_word(docs: usize, seed: u64) -> String {
+    let crawl = percolator_webindex::synthetic::SyntheticCrawl::new(docs, seed);
+    let mut pages_with = std::collections::HashMap::<String, usize>::new();
+    for page in crawl.initial() {
+        let parsed = percolator_webindex::html::parse_page(&page.url, &page.html);
+        for term in parsed.terms.counts.into_keys() {
+            *pages_with.entry(term).or_default() += 1;
+        }
+    }
+    pages_with
+        .into_iter()
+        .max_by_key(|(_, pages)| *pages)
+        .unwrap()
+        .0
+}
+
+/// `percolator … webindex query … | head -c 10`: the reader closes the pipe while the command
+/// writes hundreds of hits (as JSON and as text); the command ends at once with status 0, with
+/// no panic and no "Broken pipe" message.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::io::Read as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out) = percolator(
+        &db,
+        &["webindex", "load", "--synthetic", "800", "--seed", "7"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    let word = most_common_word(800, 7);
+    for json in [true, false] {
+        let mut args = vec!["webindex", "query", "--limit", "1000"];
+        if json {
+            args.push("--json");
+        }
+        args.push(&word);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_percolator"))
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 10];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "--json {json}: {:?}, stderr: {stderr}",
+            out.status
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "--json {json}: {stderr}"
+        );
+    }
+}
+
+/// A `javascript:` URL (and other URLs that name no web page) offered through the loaders of the
+/// CLI — a WARC file, a directory with such a `--base-url` — is refused and counted, and never
+/// stored.
+#[test]
+fn script_urls_are_refused_by_every_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("hostile.warc");
+    let mut bytes = Vec::new();
+    warc::write_warc(
+        &mut bytes,
+        &[
+            CrawledPage {
+                url: "javascript:fetch('/api/delete-missing',{method:'POST'})//x".into(),
+                html: Bytes::from_static(b"<title>bait</title><p>click</p>"),
+            },
+            CrawledPage {
+                url: "data:text/html,<script>alert(1)</script>".into(),
+                html: Bytes::from_static(b"<title>bait</title><p>click</p>"),
+            },
+            CrawledPage {
+                url: "http://fine.example/".into(),
+                html: Bytes::from_static(b"<title>fine</title><p>ok</p>"),
+            },
+        ],
+        false,
+    )
+    .unwrap();
+    std::fs::write(&file, bytes).unwrap();
+    let (ok, out) = percolator(&db, &["webindex", "load", "--warc", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(out.contains("2 HTML pages skipped (bad URL)"), "{out}");
+    let loaded = out
+        .lines()
+        .find(|l| l.contains("pages loaded"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(loaded.trim_end_matches('|').trim().ends_with('1'), "{out}");
+
+    let site = dir.path().join("site");
+    std::fs::create_dir(&site).unwrap();
+    std::fs::write(site.join("a.html"), "<title>a</title>").unwrap();
+    let (ok, out) = percolator(
+        &db,
+        &[
+            "webindex",
+            "load",
+            "--dir",
+            site.to_str().unwrap(),
+            "--base-url",
+            "javascript:alert(1)//",
+        ],
+    );
+    assert!(!ok && out.contains("javascript"), "{out}");
+    let (ok, out) = percolator(&db, &["scan", "documents"]);
+    assert!(ok, "{out}");
+    assert!(
+        !out.contains("javascript") && !out.contains("data:text"),
+        "{out}"
+    );
+}

@@ -118,3 +118,121 @@ fn serve_owns_the_database_and_the_cli_goes_through_it() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("invariants: all hold"), "{out}");
 }
+
+/// The token: made on the first start in the database directory, readable only by its owner,
+/// sent by the CLI on that `--db` without being told; `--server URL` needs it given
+/// (`PERCOLATOR_TOKEN`). Another address than loopback needs a read policy. Refused requests
+/// are logged, one line each.
+#[test]
+fn serve_keeps_a_private_token_and_logs_refusals() {
+    use std::io::{Read as _, Write as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (code, out) = percolator(&db, &["serve", "--listen", "0.0.0.0:0"]);
+    assert_ne!(code, 0);
+    assert!(
+        out.contains("--public-read") && out.contains("--auth-read"),
+        "{out}"
+    );
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = server.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .strip_prefix("serving ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let token_file = db.join("percolator-serve.token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the token is its owner's only");
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap();
+
+    // Through another --db with --server: reads are open on loopback, writes need the token.
+    let elsewhere = dir.path().join("elsewhere");
+    let (code, out) = percolator(&elsewhere, &["--server", &url, "webindex", "query", "x"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = percolator(
+        &elsewhere,
+        &["--server", &url, "webindex", "load", "--synthetic", "5"],
+    );
+    assert_ne!(code, 0);
+    assert!(out.contains("401") && out.contains("token"), "{out}");
+    let with_token = Command::new(env!("CARGO_BIN_EXE_percolator"))
+        .arg("--db")
+        .arg(&elsewhere)
+        .args(["--server", &url, "webindex", "load", "--synthetic", "5"])
+        .env("PERCOLATOR_TOKEN", token.trim())
+        .output()
+        .unwrap();
+    assert!(
+        with_token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with_token.stderr)
+    );
+    // On the server's own --db the CLI finds the token itself.
+    let (code, out) = percolator(
+        &db,
+        &["webindex", "load", "--synthetic", "5", "--seed", "9"],
+    );
+    assert_eq!(code, 0, "{out}");
+
+    // A request for another host: refused, and logged.
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(
+            b"GET /api/status HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+
+    let pid = server.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(server.wait().unwrap().success());
+    let logs = logs.join().unwrap();
+    let refused: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("request failed"))
+        .collect();
+    assert!(
+        refused.iter().any(|l| l.contains("421")
+            && l.contains("misdirected_host")
+            && l.contains("/api/status")),
+        "{logs}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("401") && l.contains("unauthorized")),
+        "{logs}"
+    );
+    assert!(!logs.contains('\u{1b}'), "{logs}");
+}

@@ -8,72 +8,79 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
+use futures::TryStreamExt as _;
 use percolator_core::RowStore;
 use percolator_webindex::{self as webindex, CrawledPage, Mode, PageOutcome, SearchOptions, warc};
 use serde::Deserialize;
 
+pub use crate::error::ApiError;
+use crate::guard::{Guard, MAX_PAGES_BYTES, MAX_SMALL_BODY_BYTES, MAX_WARC_BYTES};
+pub use crate::state::MAX_CONCURRENT_UPLOADS;
 use crate::state::{Shared, count};
 use crate::wire::*;
 
-/// The largest request body (a WARC upload).
-pub const MAX_BODY_BYTES: usize = 512 * 1024 * 1024;
-
-/// The search page (no external resources: it works offline).
+/// The search page (no external resources: it works offline). Its script and style are files
+/// of their own, so that the content security policy can forbid inline script.
 const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
 
-/// The API's routes.
-pub(crate) fn router<S: RowStore>(shared: Arc<Shared<S>>) -> axum::Router {
+/// Pages parsed from a WARC upload ahead of the loader, per batch (the upload is streamed: it
+/// is never held whole).
+const WARC_BATCH_PAGES: usize = 64;
+
+/// The API's routes, behind the guard ([`crate::guard`]).
+pub(crate) fn router<S: RowStore>(shared: Arc<Shared<S>>, guard: Arc<Guard>) -> axum::Router {
+    let limit = |bytes: u64| DefaultBodyLimit::max(usize::try_from(bytes).unwrap_or(usize::MAX));
     axum::Router::new()
         .route("/", get(index))
+        .route("/app.js", get(app_js))
+        .route("/app.css", get(app_css))
         .route("/api/search", get(search::<S>))
-        .route("/api/pages", post(ingest_pages::<S>))
-        .route("/api/warc", post(ingest_warc::<S>))
+        .route(
+            "/api/pages",
+            post(ingest_pages::<S>).layer(limit(MAX_PAGES_BYTES)),
+        )
+        // Streamed, with its own limit.
+        .route(
+            "/api/warc",
+            post(ingest_warc::<S>).layer(DefaultBodyLimit::disable()),
+        )
         .route("/api/delete", post(delete::<S>))
         .route("/api/delete-missing", post(delete_missing::<S>))
         .route("/api/status", get(status::<S>))
-        .route("/api/stats", get(stats::<S>))
+        .route("/api/stats", post(stats::<S>))
         .route("/metrics", get(metrics::<S>))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(limit(MAX_SMALL_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::guard::guard,
+        ))
         .with_state(shared)
-}
-
-/// A failed request: its status and what failed, as `{"error": ...}`.
-pub(crate) struct ApiError(StatusCode, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(ErrorBody { error: self.1 })).into_response()
-    }
-}
-
-impl From<percolator_core::Error> for ApiError {
-    fn from(e: percolator_core::Error) -> Self {
-        let status = match e {
-            percolator_core::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, e.to_string())
-    }
-}
-
-impl From<webindex::LoadError> for ApiError {
-    fn from(e: webindex::LoadError) -> Self {
-        match e {
-            webindex::LoadError::Txn(e) => e.into(),
-            other => ApiError(StatusCode::BAD_REQUEST, other.to_string()),
-        }
-    }
 }
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 async fn index() -> Html<&'static str> {
     Html(INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        APP_JS,
+    )
+        .into_response()
+}
+
+async fn app_css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
 }
 
 /// `GET /api/search` parameters.
@@ -145,6 +152,7 @@ async fn ingest_pages<S: RowStore>(
     State(shared): State<Arc<Shared<S>>>,
     Json(pages): Json<Vec<PageIn>>,
 ) -> ApiResult<IngestReport> {
+    let _upload = shared.upload_permit()?;
     let pages = pages.into_iter().map(|p| {
         Ok::<_, std::convert::Infallible>(CrawledPage {
             url: p.url,
@@ -156,19 +164,65 @@ async fn ingest_pages<S: RowStore>(
 
 async fn ingest_warc<S: RowStore>(
     State(shared): State<Arc<Shared<S>>>,
-    body: Bytes,
+    body: Body,
 ) -> ApiResult<IngestReport> {
-    // Decompressing and parsing is CPU work: off the async workers.
+    let _upload = shared.upload_permit()?;
+    // The body streams into a parser on a blocking thread (decompressing and parsing is CPU
+    // work), which hands pages over in batches through a bounded channel: the upload is never
+    // held whole, and a slow loader slows the reading down.
+    let mut read = 0u64;
+    let stream = body
+        .into_data_stream()
+        .map_err(std::io::Error::other)
+        .and_then(move |chunk| {
+            read += chunk.len() as u64;
+            std::future::ready(if read > MAX_WARC_BYTES {
+                Err(std::io::Error::other(format!(
+                    "the upload is over {MAX_WARC_BYTES} bytes"
+                )))
+            } else {
+                Ok(chunk)
+            })
+        });
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     let counts = Arc::new(warc::WarcCounts::default());
     let parse_counts = Arc::clone(&counts);
-    let pages = tokio::task::spawn_blocking(move || {
-        warc::html_pages_counted(warc::from_bytes(body), parse_counts).collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let mut report = load(&shared, pages).await?;
+    let (batches, mut received) = tokio::sync::mpsc::channel::<Vec<_>>(2);
+    let parser = tokio::task::spawn_blocking(move || -> Result<(), warc::WarcError> {
+        let pages = warc::html_pages_counted(warc::from_reader(reader)?, parse_counts);
+        let mut batch = Vec::with_capacity(WARC_BATCH_PAGES);
+        for page in pages {
+            batch.push(page);
+            if batch.len() == WARC_BATCH_PAGES {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(WARC_BATCH_PAGES));
+                if batches.blocking_send(full).is_err() {
+                    return Ok(()); // the request is gone
+                }
+            }
+        }
+        if !batch.is_empty() {
+            let _ = batches.blocking_send(batch);
+        }
+        Ok(())
+    });
+    let mut report = IngestReport::default();
+    while let Some(batch) = received.recv().await {
+        let loaded = load(&shared, batch).await?;
+        report.loaded += loaded.loaded;
+        report.unchanged += loaded.unchanged;
+        report.skipped += loaded.skipped;
+    }
+    parser
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::bad_request("invalid_warc", e.to_string()))?;
     report.records = counts.records.load(Relaxed);
-    report.other_records = report.records - counts.pages.load(Relaxed);
+    let bad_urls = counts.bad_urls.load(Relaxed);
+    report.skipped += bad_urls;
+    count(&shared.pages_skipped, bad_urls);
+    report.other_records = report
+        .records
+        .saturating_sub(counts.pages.load(Relaxed) + bad_urls);
     report.truncated = counts.truncated.load(Relaxed);
     Ok(Json(report))
 }
@@ -179,7 +233,11 @@ async fn delete<S: RowStore>(
 ) -> ApiResult<DeleteReport> {
     let mut report = DeleteReport::default();
     for url in request.urls {
-        if webindex::delete_page(shared.client(), url.as_bytes()).await? {
+        // Pages are stored under their normalized URL; a URL as typed may differ.
+        let stored = webindex::url::normalize(&url).unwrap_or_else(|_| url.clone());
+        if webindex::delete_page(shared.client(), stored.as_bytes()).await?
+            || (stored != url && webindex::delete_page(shared.client(), url.as_bytes()).await?)
+        {
             report.deleted += 1;
         } else {
             report.missing.push(url);
@@ -239,9 +297,7 @@ async fn status<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<
 }
 
 async fn stats<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Stats> {
-    let pending = shared.runtime.pending().await?;
-    let report = webindex::check(shared.client()).await?;
-    Ok(Json(Stats { pending, report }))
+    Ok(Json(shared.checked().await?))
 }
 
 async fn metrics<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> Result<Response, ApiError> {

@@ -7,13 +7,20 @@
 //!
 //! - [`Server`] starts the observer runtime and the HTTP API ([`api`](mod@api)): ingest
 //!   (`POST /api/pages`, `/api/warc`, `/api/delete`, `/api/delete-missing`), `GET /api/search`,
-//!   `/api/status`, `/api/stats`, `/metrics` (Prometheus text), and the search page at `/`.
+//!   `/api/status`, `POST /api/stats` (the full check, queued), `/metrics` (Prometheus text),
+//!   and the search page at `/`.
+//! - Every request passes the [`guard`](mod@guard) first: the `Host` and `Origin` checks, the
+//!   bearer token ([`auth`]) that writes and expensive requests need, each write's own content
+//!   type and body limit; every error answers one JSON shape ([`ApiError`]).
 //! - [`Remote`] is the client the CLI uses when a server owns the database ([`discovery`]: the
 //!   server leaves its URL in the database directory) or when given `--server URL`.
 //! - [`wire`] holds the JSON bodies both sides share.
 
 pub mod api;
+pub mod auth;
 pub mod discovery;
+mod error;
+pub mod guard;
 mod metrics;
 pub mod remote;
 mod state;
@@ -28,6 +35,8 @@ use percolator_webindex as webindex;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use auth::{Access, ReadAccess, Token};
+pub use error::ApiError;
 pub use remote::{Remote, RemoteError};
 
 /// How to serve.
@@ -40,15 +49,18 @@ pub struct ServerConfig {
     pub runtime: RuntimeConfig,
     /// Pages an ingest loads at once.
     pub load_concurrency: usize,
+    /// Who may do what: the token and the read access.
+    pub access: Access,
 }
 
 impl ServerConfig {
-    /// Listening on `listen`, with the default runtime settings.
-    pub fn new(listen: SocketAddr) -> Self {
+    /// Listening on `listen` with `access`, and the default runtime settings.
+    pub fn new(listen: SocketAddr, access: Access) -> Self {
         Self {
             listen,
             runtime: RuntimeConfig::default(),
             load_concurrency: 8,
+            access,
         }
     }
 
@@ -117,7 +129,8 @@ impl<S: RowStore> Server<S> {
             tokio::spawn(state::follow_clustering(Arc::clone(&shared), clustered)),
         ];
         let (stop, stopped) = oneshot::channel::<()>();
-        let app = api::router(Arc::clone(&shared));
+        let guard = Arc::new(guard::Guard::new(config.access, addr));
+        let app = api::router(Arc::clone(&shared), guard);
         let http = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {

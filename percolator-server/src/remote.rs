@@ -5,6 +5,7 @@ use percolator_webindex::{Mode, SearchOptions};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::auth::Token;
 use crate::wire::*;
 
 /// Why a request to the server failed.
@@ -26,8 +27,12 @@ pub enum RemoteError {
         url: String,
         /// The HTTP status.
         status: u16,
+        /// The error's kind (`unauthorized`, `busy`, …; empty if the answer was not the API's).
+        kind: String,
         /// The server's message.
         message: String,
+        /// Seconds the server asked to wait before a retry (`Retry-After`), if it did.
+        retry_after_secs: Option<u64>,
     },
 }
 
@@ -36,14 +41,32 @@ pub enum RemoteError {
 pub struct Remote {
     base: String,
     http: reqwest::Client,
+    token: Option<Token>,
 }
 
 impl Remote {
-    /// A client of the server at `base` (e.g. `http://127.0.0.1:8080`).
+    /// A client of the server at `base` (e.g. `http://127.0.0.1:8080`), without a token: it
+    /// can read where reads are open, but not write.
     pub fn new(base: impl Into<String>) -> Self {
         Self {
             base: base.into().trim_end_matches('/').to_owned(),
             http: reqwest::Client::new(),
+            token: None,
+        }
+    }
+
+    /// Sending `token` with every request.
+    pub fn with_token(mut self, token: Token) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// A request with the token, if there is one.
+    fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.secret()),
+            None => request,
         }
     }
 
@@ -62,14 +85,22 @@ impl Remote {
         })?;
         let status = response.status();
         if !status.is_success() {
+            let retry_after_secs = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok());
             let text = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<ErrorBody>(&text)
-                .map(|b| b.error)
-                .unwrap_or(text);
+            let (kind, message) = match serde_json::from_str::<ErrorBody>(&text) {
+                Ok(body) => (body.error.kind, body.error.message),
+                Err(_) => (String::new(), text),
+            };
             return Err(RemoteError::Api {
                 url,
                 status: status.as_u16(),
+                kind,
                 message,
+                retry_after_secs,
             });
         }
         response
@@ -84,7 +115,11 @@ impl Remote {
         query: &[(&str, String)],
     ) -> Result<T, RemoteError> {
         let url = format!("{}{path}", self.base);
-        let sent = self.http.get(&url).query(query).send().await;
+        let sent = self
+            .request(reqwest::Method::GET, &url)
+            .query(query)
+            .send()
+            .await;
         Self::answer(url, sent).await
     }
 
@@ -94,7 +129,11 @@ impl Remote {
         body: &B,
     ) -> Result<T, RemoteError> {
         let url = format!("{}{path}", self.base);
-        let sent = self.http.post(&url).json(body).send().await;
+        let sent = self
+            .request(reqwest::Method::POST, &url)
+            .json(body)
+            .send()
+            .await;
         Self::answer(url, sent).await
     }
 
@@ -127,8 +166,7 @@ impl Remote {
     pub async fn ingest_warc(&self, warc: Bytes) -> Result<IngestReport, RemoteError> {
         let url = format!("{}/api/warc", self.base);
         let sent = self
-            .http
-            .post(&url)
+            .request(reqwest::Method::POST, &url)
             .header("content-type", "application/warc")
             .body(warc)
             .send()
@@ -159,8 +197,10 @@ impl Remote {
         self.get("/api/status", &[]).await
     }
 
-    /// `GET /api/stats`.
+    /// `POST /api/stats`: the full check (needs the token).
     pub async fn stats(&self) -> Result<Stats, RemoteError> {
-        self.get("/api/stats", &[]).await
+        let url = format!("{}/api/stats", self.base);
+        let sent = self.request(reqwest::Method::POST, &url).send().await;
+        Self::answer(url, sent).await
     }
 }

@@ -13,10 +13,25 @@ use percolator_core::{Client, RowStore};
 use percolator_observers::Runtime;
 use percolator_webindex::Clustered;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+use crate::wire::Stats;
 
 /// Pages ingested and not yet clustered, tracked for freshness; beyond this many the oldest
 /// are no longer followed (a bulk load needs no per-page freshness).
 const MAX_TRACKED: usize = 200_000;
+
+/// Uploads (`POST /api/pages`, `/api/warc`) served at once; more are answered 503 with
+/// `Retry-After`. Each holds a batch of pages in memory and loads with the server's
+/// concurrency, so a few at a time already keep the loader busy.
+pub const MAX_CONCURRENT_UPLOADS: usize = 2;
+
+/// The last full check (`POST /api/stats`): when it finished and what it found.
+struct LastCheck {
+    finished: Instant,
+    stats: Stats,
+}
 
 /// The handlers' state.
 pub struct Shared<S: RowStore> {
@@ -32,6 +47,9 @@ pub struct Shared<S: RowStore> {
     pub(crate) pages_unchanged: AtomicU64,
     pub(crate) pages_skipped: AtomicU64,
     pub(crate) pages_deleted: AtomicU64,
+    uploads: Arc<Semaphore>,
+    /// One full check at a time; the last one's result.
+    check: tokio::sync::Mutex<Option<LastCheck>>,
 }
 
 /// Throughput samples: `(when, observer transactions committed)`, one a second, the last 11.
@@ -75,7 +93,44 @@ impl<S: RowStore> Shared<S> {
             pages_unchanged: AtomicU64::new(0),
             pages_skipped: AtomicU64::new(0),
             pages_deleted: AtomicU64::new(0),
+            uploads: Arc::new(Semaphore::new(MAX_CONCURRENT_UPLOADS)),
+            check: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// A slot for an upload, or 503 with `Retry-After` when [`MAX_CONCURRENT_UPLOADS`] are
+    /// running.
+    pub(crate) fn upload_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        Arc::clone(&self.uploads).try_acquire_owned().map_err(|_| {
+            ApiError::busy(
+                format!("{MAX_CONCURRENT_UPLOADS} uploads are running; retry in a moment"),
+                1,
+            )
+        })
+    }
+
+    /// The full check of the index: one at a time. A request that waited while another ran
+    /// one gets that one's result (with its age) instead of running it again.
+    pub(crate) async fn checked(&self) -> Result<Stats, ApiError> {
+        let arrived = Instant::now();
+        let mut last = self.check.lock().await;
+        if let Some(done) = last.as_ref().filter(|c| c.finished >= arrived) {
+            let mut stats = done.stats.clone();
+            stats.age_secs = done.finished.elapsed().as_secs_f64();
+            return Ok(stats);
+        }
+        let pending = self.runtime.pending().await?;
+        let report = percolator_webindex::check(self.client()).await?;
+        let stats = Stats {
+            pending,
+            report,
+            age_secs: 0.0,
+        };
+        *last = Some(LastCheck {
+            finished: Instant::now(),
+            stats: stats.clone(),
+        });
+        Ok(stats)
     }
 
     pub(crate) fn client(&self) -> &Client<S> {

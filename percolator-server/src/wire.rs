@@ -21,7 +21,8 @@ pub struct IngestReport {
     pub loaded: usize,
     /// Pages whose stored HTML was already the same.
     pub unchanged: usize,
-    /// Pages refused (empty URL, or longer than the pipeline accepts).
+    /// Pages refused for their URL (not an absolute http or https URL, control characters,
+    /// too long).
     pub skipped: usize,
     /// WARC records read (0 for `POST /api/pages`).
     pub records: usize,
@@ -97,18 +98,33 @@ pub struct Status {
     pub tables: Vec<TableStatus>,
 }
 
-/// `GET /api/stats`: the index's sizes and, when nothing is pending, its invariants.
+/// `POST /api/stats`: the index's sizes and, when nothing is pending, its invariants (the full
+/// check: one at a time, and a request that waited for a check to finish gets its result).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
     /// Pending notifications: with work pending the invariants are not judged.
     pub pending: u64,
     /// Sizes and invariant violations (differences still to be worked off while pending).
     pub report: CheckReport,
+    /// How long ago the check finished, in seconds (more than 0 when this request waited for
+    /// a check another request had started).
+    #[serde(default)]
+    pub age_secs: f64,
 }
 
-/// An error body: every failed request answers `{"error": "..."}` with a 4xx or 5xx status.
+/// An error body: every failed request answers `{"error": {"kind": …, "message": …}}` with a
+/// 4xx or 5xx status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// What failed.
-    pub error: String,
+    pub error: ErrorDetail,
+}
+
+/// What failed, in an [`ErrorBody`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A short name a program can match on (`unauthorized`, `body_too_large`, `busy`, …).
+    pub kind: String,
+    /// What happened, for people.
+    pub message: String,
 }

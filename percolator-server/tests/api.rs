@@ -11,14 +11,17 @@ use bytes::Bytes;
 use percolator_backend_mem::MemStore;
 use percolator_observers::conformance::{test_client, test_runtime_config};
 use percolator_server::wire::PageIn;
-use percolator_server::{Remote, RemoteError, Server, ServerConfig};
+use percolator_server::{Access, Remote, RemoteError, Server, ServerConfig, Token};
 use percolator_webindex::{CrawledPage, Mode, SearchOptions, warc};
 
-async fn serve() -> Server<MemStore> {
+async fn serve() -> (Server<MemStore>, Remote) {
     let store = Arc::new(MemStore::new());
-    let config =
-        ServerConfig::new("127.0.0.1:0".parse().unwrap()).with_runtime(test_runtime_config());
-    Server::start(test_client(&store), config).await.unwrap()
+    let token = Token::generate();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), Access::new(token.clone()))
+        .with_runtime(test_runtime_config());
+    let server = Server::start(test_client(&store), config).await.unwrap();
+    let remote = Remote::new(server.url()).with_token(token);
+    (server, remote)
 }
 
 /// Waits until the server reports nothing pending.
@@ -43,8 +46,7 @@ fn page(url: &str, html: &str) -> PageIn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_api_ingests_searches_and_reports() {
-    let server = serve().await;
-    let remote = Remote::new(server.url());
+    let (server, remote) = serve().await;
 
     // Ingest: a page, its mirror, and a page linking to the mirror.
     let report = remote
@@ -231,7 +233,7 @@ async fn the_api_ingests_searches_and_reports() {
         .send()
         .await
         .unwrap();
-    assert!(bad_json.status().is_client_error());
+    assert_eq!(bad_json.status(), 401, "no token");
     let dead = Remote::new("http://127.0.0.1:9");
     assert!(matches!(
         dead.status().await,

@@ -53,7 +53,8 @@ pub struct ParsedPage {
 /// whitespace (so `<p>a</p><p>b</p>` reads `a b`, `a<b>b</b>` reads `ab`).
 ///
 /// Links come from every `<a href>`: the href is resolved against `base_url`,
-/// its fragment dropped; only `http`, `https` and `file` targets are kept, and
+/// its fragment dropped; only `http` and `https` targets are kept (the only URLs pages are
+/// stored under: see [`crate::url::normalize`], whose form the resolved targets have), and
 /// neither links to the page itself nor unparseable ones. When `base_url` does
 /// not parse only absolute hrefs are kept. The first anchor text seen for a
 /// target wins.
@@ -418,15 +419,15 @@ impl Walker {
         }
     }
 
-    /// `href` resolved against the page's URL, without fragment, if it is an `http`, `https`
-    /// or `file` URL.
+    /// `href` resolved against the page's URL, without fragment, if it is an `http` or `https`
+    /// URL (as [`crate::url::normalize`] would store it).
     fn resolve(&self, href: &str) -> Option<Url> {
         let mut target = match &self.base {
             Some(base) => base.join(href),
             None => Url::parse(href),
         }
         .ok()?;
-        if !matches!(target.scheme(), "http" | "https" | "file") {
+        if !matches!(target.scheme(), "http" | "https") || target.host_str().is_none() {
             return None;
         }
         target.set_fragment(None);
@@ -587,7 +588,6 @@ mod tests {
             [
                 link("http://example.org/dir/other.html", "relative link"),
                 link("https://absolute.example/x?q=1", "Absolute"),
-                link("file:///tmp/local.html", "local file"),
             ]
         );
         let expected_terms = distinct_terms(

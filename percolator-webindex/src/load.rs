@@ -1,6 +1,12 @@
 //! Loaders: one transaction per crawled page writes its raw HTML into `documents:raw`, which is
 //! what sets the pipeline going. A page whose stored HTML is byte-for-byte the same is left
 //! alone (a recrawl that found no change triggers nothing).
+//!
+//! Every page's URL is checked and normalized first ([`crate::url::normalize`]): the page is
+//! stored under the normalized URL, and a page whose URL is refused (not an absolute `http` or
+//! `https` URL with a host, a control character, too long…) is not stored at all. [`load_page`]
+//! and [`load_pages`] count it as [`PageOutcome::Skipped`] (`skipped` in the [`LoadReport`]);
+//! [`load_page_checked`] and [`load_pages_checked`] also say why ([`BadUrl`]).
 
 use std::time::{Duration, Instant};
 
@@ -9,8 +15,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use percolator_core::{Client, Result, RowStore};
 
-use super::schema::{DOCUMENTS, MAX_URL_BYTES, RAW};
+use super::schema::{DOCUMENTS, RAW};
 use super::sources::CrawledPage;
+use crate::url::{BadUrl, normalize};
 
 /// What a load did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -19,7 +26,7 @@ pub struct LoadReport {
     pub loaded: usize,
     /// Pages whose stored HTML was already the same.
     pub unchanged: usize,
-    /// Pages refused: empty URL or longer than [`MAX_URL_BYTES`].
+    /// Pages refused because [`normalize`] refused their URL (not stored): "skipped (bad URL)".
     pub skipped: usize,
     /// Wall time.
     pub elapsed: Duration,
@@ -32,17 +39,39 @@ pub enum PageOutcome {
     Loaded,
     /// Same HTML already stored.
     Unchanged,
-    /// Refused (bad URL).
+    /// Refused (bad URL: see [`normalize`]); nothing was stored.
     Skipped,
 }
 
-/// Writes one page (re-run on conflicts).
+/// Writes one page (re-run on conflicts) under its normalized URL ([`normalize`]).
+///
+/// A page whose URL is refused is not stored, and the answer is `Ok(PageOutcome::Skipped)`;
+/// [`load_page_checked`] answers [`LoadError::BadUrl`] with the reason instead.
 pub async fn load_page<S: RowStore>(client: &Client<S>, page: CrawledPage) -> Result<PageOutcome> {
-    if page.url.is_empty() || page.url.len() > MAX_URL_BYTES {
-        return Ok(PageOutcome::Skipped);
+    match normalize(&page.url) {
+        Ok(url) => store_page(client, url, page.html).await,
+        Err(_) => Ok(PageOutcome::Skipped),
     }
-    let url = Bytes::from(page.url);
-    let html = page.html;
+}
+
+/// [`load_page`], but a refused URL is the error [`LoadError::BadUrl`], naming the URL and why
+/// it was refused (nothing is stored), instead of `Ok(PageOutcome::Skipped)`. The other
+/// errors are [`LoadError::Txn`].
+pub async fn load_page_checked<S: RowStore>(
+    client: &Client<S>,
+    page: CrawledPage,
+) -> std::result::Result<PageOutcome, LoadError> {
+    let url = normalize(&page.url)?;
+    Ok(store_page(client, url, page.html).await?)
+}
+
+/// Writes `html` under `url` (already normalized), unless it is stored already.
+async fn store_page<S: RowStore>(
+    client: &Client<S>,
+    url: String,
+    html: Bytes,
+) -> Result<PageOutcome> {
+    let url = Bytes::from(url);
     client
         .run(|txn| -> BoxFuture<'_, Result<PageOutcome>> {
             let url = url.clone();
@@ -59,13 +88,40 @@ pub async fn load_page<S: RowStore>(client: &Client<S>, page: CrawledPage) -> Re
 }
 
 /// Loads `pages` with up to `concurrency` transactions in flight, calling `progress` with the
-/// URL and outcome right after each page's transaction ends. `pages` yields `Err` for unreadable input (a broken WARC record): the load stops there
+/// URL and outcome right after each page's transaction ends: the URL as stored (normalized), or
+/// for a page refused for its URL ([`PageOutcome::Skipped`]) the URL as given — unchecked, so
+/// it may hold anything, control characters included. [`load_pages_checked`] also says why a
+/// page was refused.
+///
+/// `pages` yields `Err` for unreadable input (a broken WARC record): the load stops there
 /// and returns that error; every page before it is fully loaded.
 pub async fn load_pages<S, I, E>(
     client: &Client<S>,
     pages: I,
     concurrency: usize,
     progress: impl Fn(&str, PageOutcome),
+) -> std::result::Result<LoadReport, LoadError>
+where
+    S: RowStore,
+    I: IntoIterator<Item = std::result::Result<CrawledPage, E>>,
+    E: std::fmt::Display,
+{
+    // `move`: the future holds `progress` itself, as `load_pages_checked` holds its own (a
+    // borrow held across its awaits would make the future `Send` only for a `Sync` callback).
+    load_pages_checked(client, pages, concurrency, move |url, outcome| {
+        progress(url, outcome.unwrap_or(PageOutcome::Skipped));
+    })
+    .await
+}
+
+/// [`load_pages`], calling `progress` with `Err` and the [`BadUrl`] (which names the reason)
+/// for a page refused for its URL, where [`load_pages`] passes [`PageOutcome::Skipped`]. Such a
+/// page is counted as `skipped` all the same; the load goes on.
+pub async fn load_pages_checked<S, I, E>(
+    client: &Client<S>,
+    pages: I,
+    concurrency: usize,
+    progress: impl Fn(&str, std::result::Result<PageOutcome, &BadUrl>),
 ) -> std::result::Result<LoadReport, LoadError>
 where
     S: RowStore,
@@ -84,18 +140,22 @@ where
     });
     let mut results = futures::stream::iter(pages)
         .map(|page| async move {
-            let url = page.url.clone();
-            load_page(client, page).await.map(|outcome| (url, outcome))
+            match normalize(&page.url) {
+                Ok(url) => store_page(client, url.clone(), page.html)
+                    .await
+                    .map(|outcome| (url, Ok(outcome))),
+                Err(bad) => Ok((page.url, Err(bad))),
+            }
         })
         .buffer_unordered(concurrency.max(1));
-    while let Some(outcome) = results.next().await {
-        let (url, outcome) = outcome?;
-        match outcome {
-            PageOutcome::Loaded => report.loaded += 1,
-            PageOutcome::Unchanged => report.unchanged += 1,
-            PageOutcome::Skipped => report.skipped += 1,
+    while let Some(result) = results.next().await {
+        let (url, outcome) = result?;
+        match &outcome {
+            Ok(PageOutcome::Loaded) => report.loaded += 1,
+            Ok(PageOutcome::Unchanged) => report.unchanged += 1,
+            Ok(PageOutcome::Skipped) | Err(_) => report.skipped += 1,
         }
-        progress(&url, outcome);
+        progress(&url, outcome.as_ref().copied());
     }
     drop(results);
     report.elapsed = began.elapsed();
@@ -123,6 +183,10 @@ pub enum LoadError {
         /// What was wrong.
         reason: String,
     },
+    /// The page's URL was refused ([`load_page_checked`]; the other loaders count the page as
+    /// skipped instead). Nothing was stored.
+    #[error(transparent)]
+    BadUrl(#[from] BadUrl),
 }
 
 /// Deletes the stored page of `url` (the pipeline then takes it out of its cluster, the links

@@ -133,7 +133,8 @@ pub const TABLES: [&[u8]; 9] = [
     CORPUS,
 ];
 
-/// Longest URL the pipeline accepts (row keys and column names are built from URLs).
+/// Longest URL the pipeline accepts (row keys and column names are built from URLs): longer ones
+/// are refused by [`crate::url::normalize`], and longer link targets are not kept.
 pub const MAX_URL_BYTES: usize = 1024;
 
 /// The canonical of a cluster whose members are `(URL, declared canonical or empty)` (see the

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use url::Url;
 
+use crate::url::normalize;
+
 /// The largest page (in bytes) any source hands to the pipeline; longer pages
 /// are cut by [`truncate_page`].
 pub const MAX_PAGE_BYTES: usize = 512 * 1024;
@@ -45,6 +47,9 @@ pub fn truncate_page(html: Bytes) -> Bytes {
     html.slice(..cut)
 }
 
+/// The base URL of [`html_files`] when none is given: pages of a directory get URLs under it.
+pub const DEFAULT_BASE_URL: &str = "http://localhost/";
+
 /// Every `*.html` / `*.htm` file under `dir` (recursive, sorted by path), read one at a time
 /// as the iterator is advanced: the walk keeps only the paths, so memory does not grow with the
 /// size of the tree's contents.
@@ -52,22 +57,24 @@ pub fn truncate_page(html: Bytes) -> Bytes {
 /// The extension match is case-insensitive. Symbolic links to files are
 /// followed; symbolic links to directories are not (so link cycles cannot loop).
 ///
-/// The URL of a page is `base_url` joined with the file's path relative to
-/// `dir` (`/`-separated, each segment percent-encoded) when `base_url` is
-/// given — e.g. `http://example.org/` and `a/b.html` give
-/// `http://example.org/a/b.html`; a base without a trailing `/` is treated as
-/// a directory all the same. Without `base_url` the URL is `file://` followed
-/// by the file's canonical absolute path.
+/// The URL of a page is `base_url` — [`DEFAULT_BASE_URL`] (`http://localhost/`) when `None` —
+/// joined with the file's path relative to `dir` (`/`-separated, each segment
+/// percent-encoded): e.g. `http://example.org/` and `a/b.html` give
+/// `http://example.org/a/b.html`, and without a base `http://localhost/a/b.html`. A base
+/// without a trailing `/` is treated as a directory all the same. The URLs depend only on the
+/// paths relative to `dir`, not on where the tree is, and pass
+/// [`normalize`] unchanged (the base is normalized first: its fragment
+/// is dropped).
 ///
 /// Every page is cut with [`truncate_page`].
 ///
 /// # Errors
 /// Any I/O error while walking the tree (naming the directory), and
-/// [`io::ErrorKind::InvalidInput`] when `base_url` is not an absolute URL that
-/// can have a path (e.g. `mailto:x`). A file that cannot be read is an error
-/// item of the iterator, naming the file.
+/// [`io::ErrorKind::InvalidInput`] when `base_url` is not an absolute `http` or `https` URL
+/// with a host (e.g. `file:///srv/site/` or `mailto:x`), naming it and why. A file that cannot
+/// be read is an error item of the iterator, naming the file.
 pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<HtmlFiles> {
-    let base = base_url.map(parse_base).transpose()?;
+    let base = parse_base(base_url.unwrap_or(DEFAULT_BASE_URL))?;
     let mut files = Vec::new();
     collect_html_files(dir, &mut files)?;
     files.sort();
@@ -82,20 +89,18 @@ pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<HtmlFiles> {
 /// The pages of a directory tree, read lazily (see [`html_files`]).
 #[derive(Debug)]
 pub struct HtmlFiles {
-    base: Option<Url>,
+    base: Url,
     dir: PathBuf,
     files: std::vec::IntoIter<PathBuf>,
     truncated: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl HtmlFiles {
-    /// The URL prefix every page of this tree has: the base URL as a directory, or the
-    /// `file://` URL of the tree's canonical path with a trailing `/`.
+    /// The URL prefix every page of this tree has: the base URL (normalized) as a directory,
+    /// with a trailing `/`. Never fails (the `Result` is kept for callers written when it
+    /// could).
     pub fn url_prefix(&self) -> io::Result<String> {
-        let mut prefix = match &self.base {
-            Some(base) => base.to_string(),
-            None => file_url(&self.dir)?,
-        };
+        let mut prefix = self.base.to_string();
         if !prefix.ends_with('/') {
             prefix.push('/');
         }
@@ -103,10 +108,7 @@ impl HtmlFiles {
     }
 
     fn read(&self, path: &Path) -> io::Result<CrawledPage> {
-        let url = match &self.base {
-            Some(base) => url_under_base(base, &self.dir, path)?,
-            None => file_url(path)?,
-        };
+        let url = url_under_base(&self.base, &self.dir, path)?;
         let html = fs::read(path).map_err(|e| with_path(path, e))?;
         if html.len() > MAX_PAGE_BYTES {
             self.truncated
@@ -149,13 +151,20 @@ fn invalid_input(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
+/// The base URL `base`, normalized and without query, if it is an absolute `http` or `https`
+/// URL with a host.
 fn parse_base(base: &str) -> io::Result<Url> {
-    let url = Url::parse(base).map_err(|e| invalid_input(format!("base URL {base:?}: {e}")))?;
+    let normalized = normalize(base)
+        .map_err(|e| invalid_input(format!("base URL (http or https only): {e}")))?;
+    let mut url = Url::parse(&normalized)
+        .map_err(|e| invalid_input(format!("base URL {normalized}: {e}")))?;
     if url.cannot_be_a_base() {
         return Err(invalid_input(format!(
-            "base URL {base:?} cannot have a path"
+            "base URL {normalized} cannot have a path"
         )));
     }
+    // A directory: the pages' URLs get no query from it.
+    url.set_query(None);
     Ok(url)
 }
 
@@ -207,14 +216,6 @@ fn url_under_base(base: &Url, dir: &Path, path: &Path) -> io::Result<String> {
         );
     }
     Ok(url.into())
-}
-
-fn file_url(path: &Path) -> io::Result<String> {
-    let canonical = fs::canonicalize(path).map_err(|e| with_path(path, e))?;
-    Ok(match Url::from_file_path(&canonical) {
-        Ok(url) => url.into(),
-        Err(()) => format!("file://{}", canonical.display()),
-    })
 }
 
 #[cfg(test)]
@@ -274,31 +275,73 @@ mod tests {
         assert_eq!(pages[0].url, "http://example.org/site/a/UPPER.HTML");
     }
 
+    /// Without a base URL, pages get URLs under `http://localhost/` from their paths relative
+    /// to the directory (percent-encoded), whatever path names the directory.
     #[test]
-    fn html_files_without_base_url_use_canonical_file_urls() {
+    fn html_files_without_base_url_are_under_localhost() {
         let dir = sample_tree();
-        let pages: Vec<CrawledPage> = html_files(dir.path(), None)
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(pages.len(), 5);
-        let canonical = fs::canonicalize(dir.path()).unwrap();
-        let expected = format!("file://{}/b/deep/page.htm", canonical.display());
-        assert_eq!(pages[3].url, expected);
-        for page in &pages {
-            let url = Url::parse(&page.url).unwrap();
-            assert_eq!(url.scheme(), "file");
-            let path = url.to_file_path().unwrap();
-            assert_eq!(fs::read(path).unwrap(), page.html);
+        let read = |root: &Path| -> Vec<(String, Bytes)> {
+            html_files(root, None)
+                .unwrap()
+                .map(|page| {
+                    let page = page.unwrap();
+                    (page.url, page.html)
+                })
+                .collect()
+        };
+        let pages = read(dir.path());
+        let urls: Vec<&str> = pages.iter().map(|(url, _)| url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "http://localhost/a/UPPER.HTML",
+                "http://localhost/a/one.html",
+                "http://localhost/a/with%20space.html",
+                "http://localhost/b/deep/page.htm",
+                "http://localhost/index.html",
+            ]
+        );
+        let files = [
+            "a/UPPER.HTML",
+            "a/one.html",
+            "a/with space.html",
+            "b/deep/page.htm",
+            "index.html",
+        ];
+        for ((url, html), file) in pages.iter().zip(files) {
+            assert_eq!(normalize(url).as_deref(), Ok(url.as_str()));
+            assert_eq!(fs::read(dir.path().join(file)).unwrap(), *html);
         }
+        // Another path to the same tree (not the canonical one) gives the same URLs.
+        let roundabout = dir.path().join("a").join("..");
+        assert_eq!(read(roundabout.as_path()), pages);
+        let files = html_files(dir.path(), None).unwrap();
+        assert_eq!(files.url_prefix().unwrap(), DEFAULT_BASE_URL);
+    }
+
+    #[test]
+    fn base_url_is_normalized() {
+        let dir = sample_tree();
+        let files = html_files(dir.path(), Some("HTTP://Example.ORG:80/site/?q=1#top")).unwrap();
+        assert_eq!(files.url_prefix().unwrap(), "http://example.org/site/");
+        let first = files.map(Result::unwrap).next().unwrap();
+        assert_eq!(first.url, "http://example.org/site/a/UPPER.HTML");
     }
 
     #[test]
     fn bad_base_url_is_invalid_input() {
         let dir = sample_tree();
-        for base in ["not a url", "mailto:someone@example.org"] {
+        for base in [
+            "not a url",
+            "mailto:someone@example.org",
+            "file:///srv/site/",
+            "javascript:alert(1)//",
+            "ftp://example.org/",
+            "http:///nohost",
+        ] {
             let err = html_files(dir.path(), Some(base)).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{base}");
+            assert!(err.to_string().contains(base), "names {base}: {err}");
         }
     }
 
@@ -361,6 +404,6 @@ mod tests {
             "{err}"
         );
         assert_eq!(pages.len(), total - 2);
-        assert!(first.url.starts_with("file://"));
+        assert!(first.url.starts_with("http://localhost/"));
     }
 }

@@ -755,6 +755,27 @@ mod tests {
         );
     }
 
+    /// Every URL the crawl makes (pages of both shapes, recrawls, link targets) is one the
+    /// pipeline stores as it is: [`crate::url::normalize`] accepts it unchanged.
+    #[test]
+    fn every_url_passes_normalize_unchanged() {
+        let check = |url: &str| {
+            assert_eq!(crate::url::normalize(url).as_deref(), Ok(url), "{url}");
+        };
+        for crawl in [
+            SyntheticCrawl::new(300, 5),
+            SyntheticCrawl::new(300, 5).with_shape(Shape::Realistic),
+            SyntheticCrawl::new(1, 5),
+        ] {
+            for page in crawl.initial().chain(crawl.recrawl(1, 0.5)) {
+                check(&page.url);
+                for link in parse_page(&page.url, &page.html).links {
+                    check(&link.target);
+                }
+            }
+        }
+    }
+
     #[test]
     fn content_has_the_promised_shape() {
         let crawl = SyntheticCrawl::new(200, 8);

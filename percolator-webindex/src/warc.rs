@@ -19,6 +19,7 @@ use flate2::write::GzEncoder;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
 use super::sources::{CrawledPage, truncate_page};
+use crate::url::normalize;
 
 /// The largest record body accepted (a larger `Content-Length` is malformed).
 const MAX_CONTENT_LENGTH: u64 = 64 * 1024 * 1024;
@@ -288,6 +289,23 @@ pub fn open(path: &Path) -> Result<WarcReader<Box<dyn BufRead + Send>>, WarcErro
     Ok(reader_of(io::Cursor::new(magic).chain(file), is_gzip))
 }
 
+/// A WARC file read from `raw` as it arrives (a streamed upload), gzip-compressed or plain as
+/// [`open`] detects it.
+///
+/// # Errors
+/// [`WarcError::Io`] if the first bytes cannot be read.
+pub fn from_reader(
+    raw: impl Read + Send + 'static,
+) -> Result<WarcReader<Box<dyn BufRead + Send>>, WarcError> {
+    let mut raw = raw;
+    let mut magic = Vec::with_capacity(GZIP_MAGIC.len());
+    (&mut raw)
+        .take(GZIP_MAGIC.len() as u64)
+        .read_to_end(&mut magic)?;
+    let is_gzip = magic == GZIP_MAGIC;
+    Ok(reader_of(io::Cursor::new(magic).chain(raw), is_gzip))
+}
+
 /// A WARC file held in memory (an upload), gzip-compressed or plain as [`open`] detects it.
 pub fn from_bytes(bytes: bytes::Bytes) -> WarcReader<Box<dyn BufRead + Send>> {
     let is_gzip = bytes.starts_with(&GZIP_MAGIC);
@@ -316,16 +334,19 @@ fn reader_of(
 /// Skipped are records without a target URI, all other record types
 /// (`warcinfo`, `request`, `metadata`, ...), and responses whose body is
 /// chunked (`Transfer-Encoding: chunked`) or compressed (`Content-Encoding`
-/// other than `identity`), as those bodies are not decoded here. Errors of the
-/// reader are passed on.
+/// other than `identity`), as those bodies are not decoded here. So are pages
+/// whose target URI [`normalize`] refuses (not an absolute `http` or `https`
+/// URL, control characters, too long): the others get the normalized URL.
+/// Errors of the reader are passed on.
 pub fn html_pages<R: BufRead>(
     reader: WarcReader<R>,
 ) -> impl Iterator<Item = Result<CrawledPage, WarcError>> {
     html_pages_counted(reader, std::sync::Arc::default())
 }
 
-/// What [`html_pages_counted`] saw: records read, HTML pages kept (the rest were skipped), and
-/// pages cut to [`crate::sources::MAX_PAGE_BYTES`].
+/// What [`html_pages_counted`] saw: records read, HTML pages kept, HTML pages skipped for their
+/// URL, and kept pages cut to [`crate::sources::MAX_PAGE_BYTES`]. The other records
+/// (`records - pages - bad_urls`) were not HTML pages.
 #[derive(Debug, Default)]
 pub struct WarcCounts {
     /// Records read.
@@ -334,6 +355,9 @@ pub struct WarcCounts {
     pub pages: std::sync::atomic::AtomicUsize,
     /// Kept pages that were cut.
     pub truncated: std::sync::atomic::AtomicUsize,
+    /// HTML pages skipped because [`normalize`] refused their target URI (not counted in
+    /// `pages`).
+    pub bad_urls: std::sync::atomic::AtomicUsize,
 }
 
 /// [`html_pages`], counting into `counts` as it goes.
@@ -346,13 +370,17 @@ pub fn html_pages_counted<R: BufRead>(
         Ok(record) => {
             counts.records.fetch_add(1, Relaxed);
             let page = page_of(record)?;
+            let Ok(url) = normalize(&page.url) else {
+                counts.bad_urls.fetch_add(1, Relaxed);
+                return None;
+            };
             counts.pages.fetch_add(1, Relaxed);
             if page.html.len() > crate::sources::MAX_PAGE_BYTES {
                 counts.truncated.fetch_add(1, Relaxed);
             }
             Some(Ok(CrawledPage {
+                url,
                 html: truncate_page(page.html),
-                ..page
             }))
         }
         Err(e) => Some(Err(e)),
@@ -431,7 +459,8 @@ fn header_end(response: &[u8]) -> Option<(usize, usize)> {
 /// files. The output is reproducible: every record has the same fixed
 /// `WARC-Date`, and record IDs are derived from the record's position and
 /// contents. [`html_pages`] reads the pages back unchanged (if none is longer
-/// than [`MAX_PAGE_BYTES`](super::sources::MAX_PAGE_BYTES)).
+/// than [`MAX_PAGE_BYTES`](super::sources::MAX_PAGE_BYTES) and every URL is one
+/// [`normalize`] gives back as it is).
 ///
 /// # Errors
 /// Errors of `out`, and [`io::ErrorKind::InvalidInput`] for a page URL with
@@ -712,12 +741,38 @@ mod tests {
         data.extend(record(
             &[
                 ("WARC-Type", "resource"),
+                ("WARC-Target-URI", "http://a.example/page.html"),
+                ("Content-Type", "text/html"),
+            ],
+            b"<p>http resource</p>",
+        ));
+        data.extend(record(
+            &[
+                ("WARC-Type", "resource"),
                 ("WARC-Target-URI", "file:///crawl/notes.txt"),
                 ("Content-Type", "text/plain"),
             ],
             b"plain",
         ));
-        let pages = ok_pages(&data);
+        // HTML pages with URLs the pipeline refuses are skipped and counted; the others get
+        // the normalized URL.
+        data.extend(response(
+            "javascript:alert(document.domain)//x",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>script</p>",
+        ));
+        data.extend(response(
+            "/relative/page.html",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>relative</p>",
+        ));
+        data.extend(response(
+            "HTTP://A.Example:80/z/../norm#frag",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>normalized</p>",
+        ));
+        let counts = std::sync::Arc::new(WarcCounts::default());
+        let pages: Vec<CrawledPage> =
+            html_pages_counted(WarcReader::new(&data[..]), std::sync::Arc::clone(&counts))
+                .collect::<Result<_, _>>()
+                .unwrap();
         let got: Vec<(&str, &[u8])> = pages
             .iter()
             .map(|p| (p.url.as_str(), &p.html[..]))
@@ -728,9 +783,22 @@ mod tests {
                 ("http://a.example/", &b"<p>kept</p>"[..]),
                 ("http://a.example/untyped", b"<p>no type</p>"),
                 ("http://a.example/xhtml", b"<p>x</p>"),
-                ("file:///crawl/page.html", b"<p>resource</p>"),
+                ("http://a.example/page.html", b"<p>http resource</p>"),
+                ("http://a.example/norm", b"<p>normalized</p>"),
             ]
         );
+        let count =
+            |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
+        // The `file:` resource is an HTML page with a bad URL too; the text one is no page.
+        assert_eq!(
+            (
+                count(&counts.records),
+                count(&counts.pages),
+                count(&counts.bad_urls)
+            ),
+            (18, 5, 3)
+        );
+        assert_eq!(ok_pages(&data), pages);
     }
 
     #[test]

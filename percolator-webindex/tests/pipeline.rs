@@ -140,3 +140,44 @@ async fn terms_cells_in_another_form_are_indexed_as_decoded() {
     let stats = runtime.shutdown().await.unwrap();
     assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
 }
+
+/// A query whose words have more postings than it may read is refused with an error that says
+/// so, instead of being ranked at whatever cost; within the budget the same query answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_too_broad_for_its_budget_is_refused() {
+    use std::sync::Arc;
+
+    let store = Arc::new(percolator_backend_mem::MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    load(&client, SyntheticCrawl::new(60, 3).initial().collect()).await;
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let txn = client.begin().await.unwrap();
+    let terms = txn
+        .get(
+            webindex::schema::DOCUMENTS,
+            SyntheticCrawl::new(60, 3).url(0),
+            webindex::schema::TERMS,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // The first page's most frequent word: on many pages.
+    let word = webindex::terms::PageTerms::decode(&terms)
+        .counts
+        .into_iter()
+        .max_by_key(|(_, count)| count.body)
+        .unwrap()
+        .0;
+    let options = webindex::SearchOptions::default();
+    let answered = webindex::search(&client, &word, &options).await.unwrap();
+    assert!(answered.total > 2, "{word}: {answered:?}");
+    let tight = options.max_postings(answered.total - 1);
+    match webindex::search(&client, &word, &tight).await {
+        Err(percolator_core::Error::InvalidInput(message)) => {
+            assert!(message.contains("too broad"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

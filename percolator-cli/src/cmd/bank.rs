@@ -19,6 +19,7 @@ use percolator_core::{Client, Error, RowStore, TimestampOracle, TxnConfig};
 use rand::Rng as _;
 
 use crate::CliError;
+use crate::output::outln;
 
 /// Arguments of `percolator bank`.
 #[derive(clap::Args, Debug)]
@@ -89,7 +90,7 @@ pub async fn run<S: RowStore>(
     let expected = load_expected(&client).await?;
     if args.verify {
         let (sum, count) = workload::total(&client).await?;
-        println!(
+        outln!(
             "resolved {leftovers} leftover locks; {count} accounts, total {sum}, expected {expected}"
         );
         return Ok(exit(sum == expected));
@@ -146,29 +147,30 @@ pub async fn run<S: RowStore>(
     let metrics = client.metrics();
     let n = committed.load(Ordering::Relaxed);
     let ok = sum == expected;
-    println!();
-    println!("| metric                      | value |");
-    println!("|-----------------------------|-------|");
-    println!("| backend                     | {} |", store.name());
-    println!("| transfers committed         | {n} |");
-    println!("| workers                     | {} |", args.workers);
-    println!(
+    outln!();
+    outln!("| metric                      | value |");
+    outln!("|-----------------------------|-------|");
+    outln!("| backend                     | {} |", store.name());
+    outln!("| transfers committed         | {n} |");
+    outln!("| workers                     | {} |", args.workers);
+    outln!(
         "| elapsed                     | {:.2} s |",
         elapsed.as_secs_f64()
     );
-    println!(
+    outln!(
         "| transfers / s               | {:.0} |",
         n as f64 / elapsed.as_secs_f64()
     );
-    println!("| retries (conflicts)         | {} |", metrics.retries);
-    println!(
+    outln!("| retries (conflicts)         | {} |", metrics.retries);
+    outln!(
         "| locks rolled forward / back | {} / {} |",
-        metrics.locks_rolled_forward, metrics.locks_rolled_back
+        metrics.locks_rolled_forward,
+        metrics.locks_rolled_back
     );
-    println!("| leftover locks resolved     | {leftovers} |");
-    println!("| durable commits             | {} |", args.durable);
-    println!("| accounts                    | {count} |");
-    println!(
+    outln!("| leftover locks resolved     | {leftovers} |");
+    outln!("| durable commits             | {} |", args.durable);
+    outln!("| accounts                    | {count} |");
+    outln!(
         "| total balance               | {sum} (expected {expected}: {}) |",
         if ok { "conserved" } else { "VIOLATED" }
     );

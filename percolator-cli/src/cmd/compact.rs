@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use percolator_registry::StoreSpec;
 
 use crate::CliError;
-use crate::output::{bar, table, write_json};
+use crate::output::{bar, out, table, write_json};
 
 /// Arguments of `percolator compact`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +30,7 @@ pub fn run(spec: &StoreSpec, args: &CompactArgs) -> Result<ExitCode, CliError> {
     let report = report?;
     let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
     let ratio = |b: u64| format!("{:.1}×", b as f64 / report.live_bytes.max(1) as f64);
-    print!(
+    out!(
         "{}",
         table(
             &format!("compacted {spec}"),

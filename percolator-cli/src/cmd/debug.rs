@@ -11,7 +11,7 @@ use percolator_core::{Family, FamilyRead, RowStore, Scan, TimestampOracle};
 use percolator_webindex as webindex;
 
 use crate::CliError;
-use crate::output::{show, table};
+use crate::output::{out, outln, show, table, term_safe};
 
 /// Arguments of `percolator scan`.
 #[derive(Args, Debug)]
@@ -108,7 +108,7 @@ pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCod
     if !tables.iter().any(|t| t.as_ref() == args.table.as_bytes()) {
         let names: Vec<String> = tables
             .iter()
-            .map(|t| String::from_utf8_lossy(t).into_owned())
+            .map(|t| term_safe(&String::from_utf8_lossy(t)).into_owned())
             .collect();
         return Err(format!(
             "no table {:?} in this store; its tables: {}",
@@ -130,7 +130,7 @@ pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCod
         None => Bound::Unbounded,
     };
     let full = args.full;
-    println!("| family | row | column | ts | value |\n|---|---|---|---:|---|");
+    outln!("| family | row | column | ts | value |\n|---|---|---|---:|---|");
     for family in families {
         // Short values ride inline in their write record: `--family data` shows them too.
         let read = if family == Family::Data && args.family.is_some() {
@@ -202,11 +202,13 @@ pub async fn scan<S: RowStore>(store: Arc<S>, args: &ScanArgs) -> Result<ExitCod
 }
 
 fn print_cell(family: Family, row: &[u8], column: &[u8], ts: u64, value: &str, full: bool) {
-    println!(
-        "| {} | {} | {} | {ts} | {value} |",
+    // `show` escapes the bytes; `value` may also quote them in a decoding error.
+    outln!(
+        "| {} | {} | {} | {ts} | {} |",
         family.name(),
         show(row, width(full, 50)),
         show(column, width(full, 30)),
+        term_safe(value),
     );
 }
 
@@ -250,7 +252,7 @@ pub async fn status<S: RowStore>(
             ("parked changes", parked.len().to_string()),
         ])
         .collect();
-    print!("{}", table("table", &rows));
+    out!("{}", table("table", &rows));
     crate::cmd::observers::print_parked(&parked, 20);
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use percolator_core::gc::{GcConfig, GcProgress};
 use percolator_core::{RowStore, TimestampOracle};
 
 use crate::CliError;
-use crate::output::bar;
+use crate::output::{bar, out, term_safe};
 
 /// Arguments of `percolator gc`.
 #[derive(Debug, clap::Args)]
@@ -51,17 +51,20 @@ pub async fn run<S: RowStore>(
             }
             GcProgress::Locks { table, seen } => progress.set_message(format!(
                 "locks of {}: {seen}",
-                String::from_utf8_lossy(table)
+                term_safe(&String::from_utf8_lossy(table))
             )),
             GcProgress::Versions { table, rows } => {
                 progress.set_position(rows);
-                progress.set_message(format!("rows of {}", String::from_utf8_lossy(table)));
+                progress.set_message(format!(
+                    "rows of {}",
+                    term_safe(&String::from_utf8_lossy(table))
+                ));
             }
             _ => {}
         })
         .await;
     progress.finish_and_clear();
     client.shutdown().await?;
-    print!("{}", crate::output::gc_table(&report?));
+    out!("{}", crate::output::gc_table(&report?));
     Ok(ExitCode::SUCCESS)
 }

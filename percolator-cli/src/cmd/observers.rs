@@ -10,7 +10,7 @@ use percolator_core::{NotificationKind, RowStore, TimestampOracle};
 use percolator_observers::{ParkedChange, parked, retry_parked};
 
 use crate::CliError;
-use crate::output::{show, table};
+use crate::output::{out, outln, show, table, term_safe};
 
 /// `percolator observers ...`.
 #[derive(Debug, clap::Subcommand)]
@@ -54,21 +54,21 @@ pub async fn run<S: RowStore>(
                         ),
                         format!(
                             "{} ({kind})",
-                            r.observer.as_deref().unwrap_or("declared by a writer")
+                            term_safe(r.observer.as_deref().unwrap_or("declared by a writer"))
                         ),
                     )
                 })
                 .collect();
             let rows: Vec<(&str, String)> =
                 rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            print!("{}", table("observed column", &rows));
+            out!("{}", table("observed column", &rows));
             print_parked(&parked(store.as_ref()).await?, usize::MAX);
         }
         ObserversCommand::Retry { observer } => {
             let client = crate::client_builder(&store, &oracle).build().await?;
             let report = retry_parked(&client, observer.as_deref()).await?;
             client.shutdown().await?;
-            print!(
+            out!(
                 "{}",
                 table(
                     "parked changes",
@@ -87,7 +87,7 @@ pub async fn run<S: RowStore>(
             if removed == 0 {
                 return Err(format!("no observer named {name:?} is registered").into());
             }
-            println!("forgot {removed} registration(s) of observer {name:?}");
+            outln!("forgot {removed} registration(s) of observer {name:?}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -108,20 +108,21 @@ pub fn print_parked(parked: &[ParkedChange], limit: usize) {
                     show(&p.table, 40),
                     show(&p.row, 60),
                     show(&p.column, 40),
-                    p.observer
+                    term_safe(&p.observer)
                 ),
-                format!("{} failures: {}", p.failures, p.error),
+                // The error may quote the row or the page.
+                format!("{} failures: {}", p.failures, term_safe(&p.error)),
             )
         })
         .collect();
     let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    println!();
-    print!(
+    outln!();
+    out!(
         "{}",
         table("parked change (retry: percolator observers retry)", &rows)
     );
     if parked.len() > limit {
-        println!(
+        outln!(
             "... and {} more (percolator observers list)",
             parked.len() - limit
         );

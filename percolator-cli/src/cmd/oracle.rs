@@ -14,6 +14,7 @@ use percolator_core::oracle::OracleConfig;
 use percolator_oracle::{OracleServer, RemoteOracle, RemoteOracleConfig, ServerConfig};
 
 use crate::CliError;
+use crate::output::outln;
 
 /// `percolator oracle …`.
 #[derive(Subcommand, Debug)]
@@ -61,7 +62,7 @@ async fn serve<S: RowStore>(store: Arc<S>, args: &ServeArgs) -> Result<ExitCode,
         .with_maintain_interval((lease / 8).max(Duration::from_millis(1)));
     let server = OracleServer::bind(store, &args.listen, config).await?;
     // The first line of stdout is the address: scripts and tests read it.
-    println!("oracle listening on {}", server.local_addr());
+    outln!("oracle listening on {}", server.local_addr());
     let mut leading = false;
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     let stop = crate::shutdown_signal();
@@ -72,16 +73,19 @@ async fn serve<S: RowStore>(store: Arc<S>, args: &ServeArgs) -> Result<ExitCode,
             _ = tick.tick() => {
                 if server.is_leading() != leading {
                     leading = server.is_leading();
-                    println!("oracle {}", if leading { "leading" } else { "standing by" });
+                    outln!("oracle {}", if leading { "leading" } else { "standing by" });
                 }
             }
         }
     }
     let stats = server.stats();
     server.shutdown().await;
-    println!(
+    outln!(
         "oracle stopped: {} timestamps in {} requests, {} batches, {} terms as leader",
-        stats.timestamps, stats.requests, stats.batches, stats.terms
+        stats.timestamps,
+        stats.requests,
+        stats.batches,
+        stats.terms
     );
     Ok(ExitCode::SUCCESS)
 }

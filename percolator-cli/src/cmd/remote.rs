@@ -12,7 +12,9 @@ use percolator_webindex::{
 };
 
 use crate::cmd::webindex::{LoadArgs, WebindexCommand, search_options};
-use crate::output::{invariants_verdict, load_table, print_results, summary_table, table};
+use crate::output::{
+    invariants_verdict, load_table, out, outln, print_results, summary_table, table, term_safe,
+};
 use crate::{Cli, CliError, Command};
 
 /// Pages per upload when loading through a server.
@@ -27,7 +29,12 @@ pub fn server_for(cli: &Cli, db: Option<&Path>) -> Result<Option<Remote>, CliErr
         return Ok(None);
     };
     if routable(&cli.command) {
-        return Ok(Some(Remote::new(url)));
+        let token = crate::token::for_client(cli, db.filter(|_| recorded.is_some()))?;
+        let remote = Remote::new(url);
+        return Ok(Some(match token {
+            Some(token) => remote.with_token(token),
+            None => remote,
+        }));
     }
     if recorded.is_some() {
         return Err(format!(
@@ -65,7 +72,7 @@ pub async fn run(remote: &Remote, cli: &Cli) -> Result<ExitCode, CliError> {
             }
             WebindexCommand::Delete { urls } => {
                 let report = remote.delete(urls.clone()).await?;
-                println!(
+                outln!(
                     "deleted {} page(s) through {}; the server's observers take them out of the index",
                     report.deleted,
                     remote.base()
@@ -73,18 +80,18 @@ pub async fn run(remote: &Remote, cli: &Cli) -> Result<ExitCode, CliError> {
                 if report.missing.is_empty() {
                     Ok(ExitCode::SUCCESS)
                 } else {
-                    println!(
+                    outln!(
                         "not stored, nothing to delete: {}",
-                        report.missing.join(" ")
+                        term_safe(&report.missing.join(" "))
                     );
                     Ok(ExitCode::FAILURE)
                 }
             }
             WebindexCommand::Stats => {
                 let stats = remote.stats().await?;
-                print!("{}", summary_table(&stats.report.summary));
+                out!("{}", summary_table(&stats.report.summary));
                 if stats.pending > 0 {
-                    println!(
+                    outln!(
                         "invariants: not checked — {} notification(s) pending; the server is working them off ({} difference(s) now)",
                         stats.pending,
                         stats.report.violations.len()
@@ -139,7 +146,7 @@ async fn status(remote: &Remote) -> Result<ExitCode, CliError> {
         },
     ));
     let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    print!("{}", table("table", &rows));
+    out!("{}", table("table", &rows));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -209,14 +216,14 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
                     }
                 }
                 Err(e) => {
-                    eprintln!("skipped unreadable file: {e}");
+                    eprintln!("skipped unreadable file: {}", term_safe(&e.to_string()));
                     unreadable += 1;
                 }
             }
         }
         upload(remote, &mut batch, &mut total).await?;
         if unreadable > 0 {
-            println!("html files: {unreadable} unreadable (skipped)");
+            outln!("html files: {unreadable} unreadable (skipped)");
         }
         if args.delete_missing {
             if unreadable > 0 {
@@ -226,7 +233,7 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
                 .into());
             }
             let report = remote.delete_missing(prefix.clone(), seen).await?;
-            println!(
+            outln!(
                 "deleted {} page(s) under {prefix} that the directory no longer has",
                 report.deleted
             );
@@ -238,7 +245,7 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
             .await?
             .map_err(|e| format!("--warc {}: {e}", path.display()))?;
         let report = remote.ingest_warc(bytes.into()).await?;
-        println!(
+        outln!(
             "warc {}: {} records, {} HTML pages, {} other records skipped, {} pages cut to {} KiB",
             path.display(),
             report.records,
@@ -251,8 +258,8 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
         total.unchanged += report.unchanged;
         total.skipped += report.skipped;
     }
-    println!("loaded through the server at {}", remote.base());
-    print!(
+    outln!("loaded through the server at {}", remote.base());
+    out!(
         "{}",
         load_table(&LoadReport {
             loaded: total.loaded,

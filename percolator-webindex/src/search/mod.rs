@@ -42,6 +42,11 @@ pub use snippet::Snippet;
 
 /// The most distinct terms a query may have (more is an error, never a silently cut query).
 pub const MAX_QUERY_TERMS: usize = 32;
+/// The most postings one query reads: its cost grows with them (a word on every page has a
+/// posting per page), so a query whose words have more is refused with an error that says so,
+/// instead of answering after seconds. About eight words that are on every page of a
+/// 50 000-page index.
+pub const MAX_POSTINGS_READ: usize = 400_000;
 /// The most hits one query returns.
 pub const MAX_LIMIT: usize = 1000;
 /// Candidates re-ranked with their anchors and inlinks (at least).
@@ -85,6 +90,8 @@ pub struct SearchOptions {
     pub offset: usize,
     /// Whether to read the pages for snippets.
     pub snippets: bool,
+    /// The most postings the query may read ([`MAX_POSTINGS_READ`] by default).
+    pub max_postings: usize,
 }
 
 impl Default for SearchOptions {
@@ -94,6 +101,7 @@ impl Default for SearchOptions {
             limit: 10,
             offset: 0,
             snippets: true,
+            max_postings: MAX_POSTINGS_READ,
         }
     }
 }
@@ -120,6 +128,12 @@ impl SearchOptions {
     /// With or without snippets.
     pub fn snippets(mut self, snippets: bool) -> Self {
         self.snippets = snippets;
+        self
+    }
+
+    /// Reading at most `max_postings` postings (more refuses the query as too broad).
+    pub fn max_postings(mut self, max_postings: usize) -> Self {
+        self.max_postings = max_postings;
         self
     }
 }
@@ -204,6 +218,7 @@ pub async fn search<S: RowStore>(
     // BM25 over every matching document.
     let mut matches: HashMap<(Bytes, u32), (f64, usize)> = HashMap::new();
     let mut weights = Vec::with_capacity(results.terms.len());
+    let mut postings_read = 0usize;
     for term in &results.terms {
         // The term's postings are in its own row where it was frequent in a chunk, and in its
         // rare-term bucket where it was not (see `crate::postings`).
@@ -228,6 +243,14 @@ pub async fn search<S: RowStore>(
                     .map(move |(slot, posting)| ((chunk.clone(), slot), posting))
             })
             .collect();
+        postings_read += postings.len();
+        if postings_read > options.max_postings {
+            return Err(Error::InvalidInput(format!(
+                "the query's words are on more than {} pages in all: too broad a query to rank; \
+                 use fewer or rarer words",
+                options.max_postings
+            )));
+        }
         let idf = rank::idf(corpus.documents.max(0) as u64, postings.len() as u64);
         weights.push((term.clone(), idf));
         for (key, posting) in postings {

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::run::run_until_idle;
 use super::{DemoArgs, loader, runtime_config};
 use crate::output::{
-    bar, format_results, invariants_verdict, ms, stats_table, summary_table, table,
+    bar, format_results, invariants_verdict, ms, out, outln, stats_table, summary_table, table,
 };
 use crate::{CliError, client_builder};
 
@@ -39,7 +39,7 @@ pub async fn run<S: RowStore>(
     .await?;
     let client = loader(&store, &oracle).await?;
     let crawl = SyntheticCrawl::new(args.docs, args.seed);
-    println!(
+    outln!(
         "web index demo on {}: {} synthetic documents, {:.0}% recrawled",
         store.name(),
         args.docs,
@@ -96,12 +96,12 @@ pub async fn run<S: RowStore>(
     let stats = runtime.stats_with_pending().await?;
     runtime.shutdown().await?;
     let report = webindex::check(&client).await?;
-    println!();
+    outln!();
     let mut load_rows: Vec<(String, String)> = Vec::new();
     for (round, r, took, median) in &rounds {
         load_rows.push((
-            format!("{round}: pages loaded / unchanged"),
-            format!("{} / {}", r.loaded, r.unchanged),
+            format!("{round}: pages loaded / unchanged / skipped (bad URL)"),
+            format!("{} / {} / {}", r.loaded, r.unchanged, r.skipped),
         ));
         load_rows.push((
             format!("{round}: load + index time"),
@@ -116,21 +116,21 @@ pub async fn run<S: RowStore>(
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))
         .collect();
-    print!("{}", table("rounds", &rows));
-    println!();
-    print!("{}", stats_table(&stats, began.elapsed()));
-    println!();
-    print!("{}", summary_table(&report.summary));
-    println!();
+    out!("{}", table("rounds", &rows));
+    outln!();
+    out!("{}", stats_table(&stats, began.elapsed()));
+    outln!();
+    out!("{}", summary_table(&report.summary));
+    outln!();
     if let Some(term) = sample_term(&client, &crawl).await? {
         let options = SearchOptions::default().limit(3);
         let results = webindex::search(&client, &term, &options).await?;
-        println!("query {term:?}:");
-        print!("{}", format_results(&results, 0));
+        outln!("query {term:?}:");
+        out!("{}", format_results(&results, 0));
     }
     client.shutdown().await?;
     if interrupted {
-        println!("interrupted: stopped gracefully");
+        outln!("interrupted: stopped gracefully");
     }
     Ok(invariants_verdict(&report))
 }

@@ -1,8 +1,11 @@
 //! `webindex load`: pages from a synthetic crawl, a directory of HTML files or WARC files, each
-//! streamed (never held whole in memory) into `documents`, one transaction per page.
+//! streamed (never held whole in memory) into `documents`, one transaction per page. A page
+//! whose URL is refused (see `percolator_webindex::url::normalize`: absolute `http` and `https`
+//! URLs only) is skipped, named on stderr (the first few) and counted as "skipped (bad URL)".
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
 use percolator_core::{Client, RowStore, TimestampOracle};
@@ -12,7 +15,10 @@ use percolator_webindex::{
 
 use super::{LoadArgs, loader};
 use crate::CliError;
-use crate::output::{bar, load_table};
+use crate::output::{bar, load_table, out, outln, term_safe};
+
+/// Bad URLs named on stderr per source (the count is in the summary table).
+const BAD_URLS_SHOWN: usize = 10;
 
 /// Loads what `args` names and prints a summary table.
 pub async fn run<S: RowStore>(
@@ -53,17 +59,18 @@ pub async fn run<S: RowStore>(
         add(&mut total, report);
     }
     if let Some(dir) = &args.dir {
+        let shown_dir = term_safe(&dir.display().to_string()).into_owned();
         // Streamed: one file read at a time. A file that cannot be read is skipped
         // and named; the rest still load.
         let files = sources::html_files(dir, args.base_url.as_deref())
-            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+            .map_err(|e| format!("--dir {shown_dir}: {}", term_safe(&e.to_string())))?;
         let len = Some(files.len() as u64);
         let truncated = files.truncated();
         let prefix = files
             .url_prefix()
-            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+            .map_err(|e| format!("--dir {shown_dir}: {}", term_safe(&e.to_string())))?;
         let seen = std::sync::Mutex::new(std::collections::HashSet::new());
-        let unreadable = std::sync::atomic::AtomicUsize::new(0);
+        let unreadable = AtomicUsize::new(0);
         let pages = files.filter_map(|page| match page {
             Ok(page) => {
                 if args.delete_missing
@@ -74,8 +81,8 @@ pub async fn run<S: RowStore>(
                 Some(Ok::<_, std::convert::Infallible>(page))
             }
             Err(e) => {
-                eprintln!("skipped unreadable file: {e}");
-                unreadable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                eprintln!("skipped unreadable file: {}", term_safe(&e.to_string()));
+                unreadable.fetch_add(1, Relaxed);
                 None
             }
         });
@@ -83,12 +90,9 @@ pub async fn run<S: RowStore>(
             &mut total,
             load(&client, pages, len, "html files", args.concurrency).await?,
         );
-        let (truncated, unreadable) = (
-            truncated.load(std::sync::atomic::Ordering::Relaxed),
-            unreadable.into_inner(),
-        );
+        let (truncated, unreadable) = (truncated.load(Relaxed), unreadable.into_inner());
         if truncated > 0 || unreadable > 0 {
-            println!(
+            outln!(
                 "html files: {unreadable} unreadable (skipped), {truncated} cut to {} KiB",
                 sources::MAX_PAGE_BYTES / 1024
             );
@@ -102,37 +106,43 @@ pub async fn run<S: RowStore>(
             }
             let keep = seen.into_inner().unwrap_or_default();
             let deleted = webindex::delete_missing(&client, prefix.as_bytes(), &keep).await?;
-            println!("deleted {deleted} page(s) under {prefix} that the directory no longer has");
+            outln!(
+                "deleted {deleted} page(s) under {} that the directory no longer has",
+                term_safe(&prefix)
+            );
         }
     }
     for path in &args.warc {
-        let reader = warc::open(path).map_err(|e| format!("--warc {}: {e}", path.display()))?;
+        let shown_path = term_safe(&path.display().to_string()).into_owned();
+        let reader = warc::open(path)
+            .map_err(|e| format!("--warc {shown_path}: {}", term_safe(&e.to_string())))?;
         let counts = Arc::new(warc::WarcCounts::default());
-        add(
-            &mut total,
-            load(
-                &client,
-                warc::html_pages_counted(reader, Arc::clone(&counts)),
-                None,
-                "warc",
-                args.concurrency,
-            )
-            .await?,
+        let mut report = load(
+            &client,
+            warc::html_pages_counted(reader, Arc::clone(&counts)),
+            None,
+            "warc",
+            args.concurrency,
+        )
+        .await?;
+        let (records, pages, bad_urls) = (
+            counts.records.load(Relaxed),
+            counts.pages.load(Relaxed),
+            counts.bad_urls.load(Relaxed),
         );
-        let load =
-            |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
-        let (records, pages) = (load(&counts.records), load(&counts.pages));
-        println!(
-            "warc {}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {} pages cut to {} KiB",
-            path.display(),
-            records - pages,
-            load(&counts.truncated),
+        // Pages with a bad URL never reach the loader: the WARC reader skips them.
+        report.skipped += bad_urls;
+        add(&mut total, report);
+        outln!(
+            "warc {shown_path}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {bad_urls} HTML pages skipped (bad URL), {} pages cut to {} KiB",
+            records.saturating_sub(pages + bad_urls),
+            counts.truncated.load(Relaxed),
             sources::MAX_PAGE_BYTES / 1024
         );
     }
     client.shutdown().await?;
     total.elapsed = began.elapsed();
-    print!("{}", load_table(&total));
+    out!("{}", load_table(&total));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -143,7 +153,8 @@ fn add(total: &mut LoadReport, r: LoadReport) {
 }
 
 /// Loads a stream of pages with a progress bar (a spinner when the count is unknown: WARC files
-/// are read record by record, never held in memory whole).
+/// are read record by record, never held in memory whole). The first [`BAD_URLS_SHOWN`] pages
+/// refused for their URL are named on stderr, with the reason.
 async fn load<S, I, E>(
     client: &Client<S>,
     pages: I,
@@ -157,7 +168,25 @@ where
     E: std::fmt::Display,
 {
     let progress = bar(len, what);
-    let report = webindex::load_pages(client, pages, concurrency, |_, _| progress.inc(1)).await;
+    let bad_urls = AtomicUsize::new(0);
+    let report = webindex::load_pages_checked(client, pages, concurrency, |_, outcome| {
+        progress.inc(1);
+        if let Err(bad) = outcome
+            && bad_urls.fetch_add(1, Relaxed) < BAD_URLS_SHOWN
+        {
+            // The message escapes the URL already; `term_safe` keeps it so whatever it says.
+            progress.suspend(|| eprintln!("skipped: {}", term_safe(&bad.to_string())));
+        }
+    })
+    .await;
     progress.finish_and_clear();
-    Ok(report?)
+    let bad_urls = bad_urls.into_inner();
+    if bad_urls > BAD_URLS_SHOWN {
+        eprintln!(
+            "skipped: {} more page(s) with a bad URL",
+            bad_urls - BAD_URLS_SHOWN
+        );
+    }
+    // Errors quote the input (a broken WARC record).
+    Ok(report.map_err(|e| term_safe(&e.to_string()).into_owned())?)
 }

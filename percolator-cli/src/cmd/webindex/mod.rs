@@ -91,8 +91,14 @@ pub struct LoadArgs {
     /// Load every *.html / *.htm file under this directory.
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
-    /// URL prefix of the directory's files (default: file:// URLs).
-    #[arg(long)]
+    // The help as an attribute, not a doc comment: rustdoc would flag its bare URL.
+    #[arg(
+        long,
+        value_name = "URL",
+        help = "With --dir: pages of the directory get URLs under --base-url, default \
+                http://localhost/ (an http or https URL; the file's path relative to the \
+                directory is joined to it)"
+    )]
     pub(crate) base_url: Option<String>,
     /// With --dir: delete the stored pages under the directory's URL prefix that the
     /// directory no longer has.

@@ -10,7 +10,7 @@ use percolator_observers::{GcSchedule, Runtime};
 use percolator_webindex as webindex;
 
 use super::{RunArgs, runtime_config};
-use crate::output::{bar, stats_table};
+use crate::output::{bar, out, outln, stats_table};
 use crate::{CliError, client_builder};
 
 /// Runs the observers and prints what they did.
@@ -54,17 +54,19 @@ pub async fn run<S: RowStore>(
     let pending = runtime.pending().await?;
     let mut stats = runtime.shutdown().await?;
     stats.pending = Some(pending);
-    print!("{}", stats_table(&stats, began.elapsed()));
+    out!("{}", stats_table(&stats, began.elapsed()));
     let txn = client.metrics();
     // Machine-readable for scripts and tests: other workers' transactions this one
     // rolled back (their owner's lease or TTL ran out) or forward, and locks it cleaned
     // up after transactions already rolled back (aborted on a conflict).
-    println!(
+    outln!(
         "worker locks: {} rolled back, {} rolled forward, {} cleaned up after aborts",
-        txn.locks_rolled_back, txn.locks_rolled_forward, txn.locks_cleaned_up
+        txn.locks_rolled_back,
+        txn.locks_rolled_forward,
+        txn.locks_cleaned_up
     );
     if interrupted {
-        println!("interrupted: stopped gracefully; `webindex run` again picks up what is pending");
+        outln!("interrupted: stopped gracefully; `webindex run` again picks up what is pending");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -86,9 +88,10 @@ pub(super) async fn run_until_idle<S: RowStore>(
         loop {
             tick.tick().await;
             let stats = runtime.stats();
-            println!(
+            outln!(
                 "progress: processed={} failures={}",
-                stats.notifications_processed, stats.failures
+                stats.notifications_processed,
+                stats.failures
             );
         }
     };

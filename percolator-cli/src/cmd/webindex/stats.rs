@@ -10,7 +10,7 @@ use percolator_webindex as webindex;
 
 use super::loader;
 use crate::CliError;
-use crate::output::{invariants_verdict, summary_table};
+use crate::output::{invariants_verdict, out, outln, summary_table, term_safe};
 
 /// Checks the index and prints the verdict.
 pub async fn run<S: RowStore>(
@@ -22,11 +22,11 @@ pub async fn run<S: RowStore>(
     let pending = percolator_observers::pending_on(&client, &pipeline).await?;
     let report = webindex::check(&client).await?;
     client.shutdown().await?;
-    print!("{}", summary_table(&report.summary));
+    out!("{}", summary_table(&report.summary));
     if pending > 0 {
         // The invariants describe a finished pipeline: with work pending, differences
         // are the work still to do, not violations.
-        println!(
+        outln!(
             "invariants: not checked — {pending} notification(s) pending; run `percolator webindex run` first ({} difference(s) now)",
             report.violations.len()
         );
@@ -35,14 +35,14 @@ pub async fn run<S: RowStore>(
     let verdict = invariants_verdict(&report);
     // Every run of a strong observer, by any worker process ever: once per change.
     let audit = audit::strong_runs(store.as_ref(), &webindex::observers(None)).await?;
-    println!(
+    outln!(
         "strong observer runs: {} for {} changes, {} doubled",
         audit.runs,
         audit.changes,
         audit.doubled.len()
     );
     for doubled in audit.doubled.iter().take(20) {
-        println!("  doubled: {doubled}");
+        outln!("  doubled: {}", term_safe(doubled));
     }
     if audit.doubled.is_empty() {
         Ok(verdict)
