@@ -279,14 +279,7 @@ fn preview(bytes: &[u8]) -> String {
 /// # Errors
 /// [`WarcError::Io`] if the file cannot be opened or read.
 pub fn open(path: &Path) -> Result<WarcReader<Box<dyn BufRead + Send>>, WarcError> {
-    let mut file = File::open(path)?;
-    let mut magic = Vec::with_capacity(GZIP_MAGIC.len());
-    (&mut file)
-        .take(GZIP_MAGIC.len() as u64)
-        .read_to_end(&mut magic)?;
-    let is_gzip = magic == GZIP_MAGIC;
-    // Put the sniffed bytes back in front of the rest of the file.
-    Ok(reader_of(io::Cursor::new(magic).chain(file), is_gzip))
+    from_reader(File::open(path)?)
 }
 
 /// A WARC file read from `raw` as it arrives (a streamed upload), gzip-compressed or plain as
