@@ -14,6 +14,8 @@
 //!   worker, the etcd leader and the leading oracle are killed, and the end-to-end checks.
 //! - [`oracle_service`]: the timestamp oracle service over loopback against an in-process
 //!   oracle.
+//! - [`serve_load`]: `percolator serve` under a steady crawl, many searchers and a CPU hog:
+//!   searches/s, latency, 503s, freshness, memory and disk over time, and the checks after.
 //! - [`webindex`]: experiments on the web-indexing pipeline: freshness (the paper's Figure 7),
 //!   the soak, the scale run, query latency and the relevance test set.
 //!
@@ -26,5 +28,6 @@ pub mod contention;
 pub mod figure10;
 pub mod micro;
 pub mod oracle_service;
+pub mod serve_load;
 pub mod tpce;
 pub mod webindex;

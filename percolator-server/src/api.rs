@@ -21,7 +21,9 @@ use serde::Deserialize;
 
 pub use crate::error::ApiError;
 use crate::guard::{Guard, MAX_PAGES_BYTES, MAX_SMALL_BODY_BYTES, MAX_WARC_BYTES};
-pub use crate::state::MAX_CONCURRENT_UPLOADS;
+pub use crate::state::{
+    MAX_CONCURRENT_SEARCHES, MAX_CONCURRENT_UPLOADS, MAX_INGEST_BACKLOG, SEARCH_QUEUE_WAIT,
+};
 use crate::state::{Shared, count};
 use crate::wire::*;
 
@@ -115,7 +117,21 @@ async fn search<S: RowStore>(
     if let Some(snippets) = params.snippets {
         options = options.snippets(snippets);
     }
-    let results = webindex::search(shared.client(), &params.q, &options).await?;
+    let _turn = shared.search_turn().await?;
+    let mut renewed = 0;
+    let results = loop {
+        match webindex::search(shared.client(), &params.q, &options).await {
+            // The worker lease lapsed under the search (GC may pass its snapshot): renew it and
+            // search again on a fresh snapshot, instead of failing a read that can just retry.
+            Err(percolator_core::Error::SnapshotTooOld { .. }) if renewed < 2 => {
+                renewed += 1;
+                if let Err(e) = shared.client().renew_lease().await {
+                    tracing::warn!(error = %e, "could not renew the lease for a search");
+                }
+            }
+            other => break other?,
+        }
+    };
     shared.searches.fetch_add(1, Relaxed);
     shared.search_latency.record(began.elapsed());
     Ok(Json(results))
@@ -140,6 +156,7 @@ async fn load<S: RowStore, E: std::fmt::Display>(
     count(&shared.pages_loaded, report.loaded);
     count(&shared.pages_unchanged, report.unchanged);
     count(&shared.pages_skipped, report.skipped);
+    shared.status_changed().await;
     Ok(IngestReport {
         loaded: report.loaded,
         unchanged: report.unchanged,
@@ -152,6 +169,7 @@ async fn ingest_pages<S: RowStore>(
     State(shared): State<Arc<Shared<S>>>,
     Json(pages): Json<Vec<PageIn>>,
 ) -> ApiResult<IngestReport> {
+    shared.refuse_if_backlogged()?;
     let _upload = shared.upload_permit()?;
     let pages = pages.into_iter().map(|p| {
         Ok::<_, std::convert::Infallible>(CrawledPage {
@@ -166,6 +184,7 @@ async fn ingest_warc<S: RowStore>(
     State(shared): State<Arc<Shared<S>>>,
     body: Body,
 ) -> ApiResult<IngestReport> {
+    shared.refuse_if_backlogged()?;
     let _upload = shared.upload_permit()?;
     // The body streams into a parser on a blocking thread (decompressing and parsing is CPU
     // work), which hands pages over in batches through a bounded channel: the upload is never
@@ -244,6 +263,7 @@ async fn delete<S: RowStore>(
         }
     }
     count(&shared.pages_deleted, report.deleted);
+    shared.status_changed().await;
     Ok(Json(report))
 }
 
@@ -255,6 +275,7 @@ async fn delete_missing<S: RowStore>(
     let deleted =
         webindex::delete_missing(shared.client(), request.prefix.as_bytes(), &keep).await?;
     count(&shared.pages_deleted, deleted);
+    shared.status_changed().await;
     Ok(Json(DeleteReport {
         deleted,
         missing: Vec::new(),
@@ -293,7 +314,7 @@ pub(crate) async fn status_of<S: RowStore>(shared: &Shared<S>) -> Result<Status,
 }
 
 async fn status<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Status> {
-    Ok(Json(status_of(&shared).await?))
+    Ok(Json(shared.status().await?))
 }
 
 async fn stats<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Stats> {
@@ -301,7 +322,7 @@ async fn stats<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<S
 }
 
 async fn metrics<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> Result<Response, ApiError> {
-    let status = status_of(&shared).await?;
+    let status = shared.status().await?;
     let stats = shared.runtime.stats();
     let text = crate::metrics::render(&shared, &status, &stats);
     Ok((

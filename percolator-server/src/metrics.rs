@@ -45,6 +45,63 @@ pub(crate) fn render<S: RowStore>(
         "Pending notifications on observed columns.",
         &[("", status.pending as f64)],
     );
+    let lease = shared.client().metrics();
+    metric(
+        &mut out,
+        "percolator_worker_lease_renewals_total",
+        "counter",
+        "Renewals of the server's worker lease.",
+        &[("", lease.lease_renewals as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_worker_lease_late_renewals_total",
+        "counter",
+        "Lease renewals that found the lease lapsed (searches and runs then retried).",
+        &[("", lease.late_lease_renewals as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_search_slots",
+        "gauge",
+        "Searches ranked at once; more wait for a turn.",
+        &[("", crate::api::MAX_CONCURRENT_SEARCHES as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_search_queue_wait_seconds",
+        "gauge",
+        "How long a search waits for a turn before it is answered 503.",
+        &[("", crate::api::SEARCH_QUEUE_WAIT.as_secs_f64())],
+    );
+    metric(
+        &mut out,
+        "percolator_searches_rejected_total",
+        "counter",
+        "Searches answered 503 (no turn within the queue wait).",
+        &[("", shared.searches_rejected.load(Relaxed) as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_ingest_backlog",
+        "gauge",
+        "Pages waiting to be processed (counted up to just past the limit).",
+        &[("", shared.backlog.load(Relaxed) as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_ingest_backlog_limit",
+        "gauge",
+        "Pages waiting past which ingests are answered 503.",
+        &[("", crate::api::MAX_INGEST_BACKLOG as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_ingests_rejected_total",
+        "counter",
+        "Ingests answered 503 for the backlog.",
+        &[("", shared.ingests_rejected.load(Relaxed) as f64)],
+    );
     metric(
         &mut out,
         "percolator_observer_transactions_total",

@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::wire::Stats;
+use crate::wire::{Stats, Status};
 
 /// Pages ingested and not yet clustered, tracked for freshness; beyond this many the oldest
 /// are no longer followed (a bulk load needs no per-page freshness).
@@ -26,6 +26,22 @@ const MAX_TRACKED: usize = 200_000;
 /// `Retry-After`. Each holds a batch of pages in memory and loads with the server's
 /// concurrency, so a few at a time already keep the loader busy.
 pub const MAX_CONCURRENT_UPLOADS: usize = 2;
+
+/// Searches ranked at once. A search is CPU work (scoring its postings); on a 2-core machine
+/// more at once only makes each slower, so the others wait their turn.
+pub const MAX_CONCURRENT_SEARCHES: usize = 4;
+
+/// How long a search waits for its turn before it is answered 503 with `Retry-After`.
+pub const SEARCH_QUEUE_WAIT: Duration = Duration::from_secs(2);
+
+/// Pages waiting to be processed (pending notifications of `documents`) past which ingests are
+/// answered 503 with `Retry-After` until the pipeline catches up: new pages would only wait,
+/// and freshness and search latency suffer for them.
+pub const MAX_INGEST_BACKLOG: u64 = 5_000;
+
+/// How long an answer of `GET /api/status` is served again (a status reads every table's
+/// pending notifications and locks: once a second whatever the request rate).
+const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// The last full check (`POST /api/stats`): when it finished and what it found.
 struct LastCheck {
@@ -48,8 +64,16 @@ pub struct Shared<S: RowStore> {
     pub(crate) pages_skipped: AtomicU64,
     pub(crate) pages_deleted: AtomicU64,
     uploads: Arc<Semaphore>,
+    searches_slots: Arc<Semaphore>,
+    pub(crate) searches_rejected: AtomicU64,
+    pub(crate) ingests_rejected: AtomicU64,
+    /// Pending notifications of `documents` at the last sample (counted up to just past
+    /// [`MAX_INGEST_BACKLOG`]).
+    pub(crate) backlog: AtomicU64,
     /// One full check at a time; the last one's result.
     check: tokio::sync::Mutex<Option<LastCheck>>,
+    /// The last status computed, and when.
+    status: tokio::sync::Mutex<Option<(Instant, Status)>>,
 }
 
 /// Throughput samples: `(when, observer transactions committed)`, one a second, the last 11.
@@ -94,8 +118,71 @@ impl<S: RowStore> Shared<S> {
             pages_skipped: AtomicU64::new(0),
             pages_deleted: AtomicU64::new(0),
             uploads: Arc::new(Semaphore::new(MAX_CONCURRENT_UPLOADS)),
+            searches_slots: Arc::new(Semaphore::new(MAX_CONCURRENT_SEARCHES)),
+            searches_rejected: AtomicU64::new(0),
+            ingests_rejected: AtomicU64::new(0),
+            backlog: AtomicU64::new(0),
             check: tokio::sync::Mutex::new(None),
+            status: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// A turn to search: at most [`MAX_CONCURRENT_SEARCHES`] at once, after a wait of at most
+    /// [`SEARCH_QUEUE_WAIT`]; then 503 with `Retry-After`.
+    pub(crate) async fn search_turn(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        let waiting = Arc::clone(&self.searches_slots).acquire_owned();
+        match tokio::time::timeout(SEARCH_QUEUE_WAIT, waiting).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                self.searches_rejected.fetch_add(1, Relaxed);
+                Err(ApiError::busy(
+                    format!(
+                        "{MAX_CONCURRENT_SEARCHES} searches are running and this one waited \
+                         {SEARCH_QUEUE_WAIT:?} for its turn; retry in a moment"
+                    ),
+                    1,
+                ))
+            }
+        }
+    }
+
+    /// Refuses an ingest (503 with `Retry-After`) while more than [`MAX_INGEST_BACKLOG`] pages
+    /// wait to be processed.
+    pub(crate) fn refuse_if_backlogged(&self) -> Result<(), ApiError> {
+        let backlog = self.backlog.load(Relaxed);
+        if backlog <= MAX_INGEST_BACKLOG {
+            return Ok(());
+        }
+        self.ingests_rejected.fetch_add(1, Relaxed);
+        Err(ApiError {
+            kind: "backlog",
+            ..ApiError::busy(
+                format!(
+                    "more than {MAX_INGEST_BACKLOG} pages wait to be processed; retry once the \
+                     pipeline has caught up"
+                ),
+                2,
+            )
+        })
+    }
+
+    /// Forgets the cached status: after a write, the next status request sees its effect.
+    pub(crate) async fn status_changed(&self) {
+        *self.status.lock().await = None;
+    }
+
+    /// The status, computed at most once per [`STATUS_MAX_AGE`] (requests meanwhile get the
+    /// same answer) and after every write.
+    pub(crate) async fn status(&self) -> Result<Status, ApiError> {
+        let mut cached = self.status.lock().await;
+        if let Some((at, status)) = cached.as_ref()
+            && at.elapsed() < STATUS_MAX_AGE
+        {
+            return Ok(status.clone());
+        }
+        let status = crate::api::status_of(self).await?;
+        *cached = Some((Instant::now(), status.clone()));
+        Ok(status)
     }
 
     /// A slot for an upload, or 503 with `Retry-After` when [`MAX_CONCURRENT_UPLOADS`] are
@@ -165,13 +252,29 @@ impl<S: RowStore> Shared<S> {
     }
 }
 
-/// Samples the runtime's throughput each second until the state is dropped elsewhere.
+/// Samples the runtime's throughput and the ingest backlog each second until the state is
+/// dropped elsewhere.
 pub(crate) async fn sample<S: RowStore>(shared: Arc<Shared<S>>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
         let processed = shared.runtime.stats().notifications_processed;
         shared.samples.push(Instant::now(), processed);
+        // Counted up to just past the limit: the scan costs no more however long the backlog.
+        let cap = usize::try_from(MAX_INGEST_BACKLOG + 1).unwrap_or(usize::MAX);
+        match shared
+            .client()
+            .scan_notifications(
+                percolator_webindex::schema::DOCUMENTS,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                Some(cap),
+            )
+            .await
+        {
+            Ok(rows) => shared.backlog.store(rows.len() as u64, Relaxed),
+            Err(e) => tracing::warn!(error = %e, "could not measure the ingest backlog"),
+        }
     }
 }
 

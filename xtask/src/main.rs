@@ -73,6 +73,11 @@ enum Cmd {
         /// Only the paper's Figure 10 (worker, etcd-leader and oracle kills; needs etcd).
         #[arg(long, conflicts_with = "freshness")]
         figure10: bool,
+        /// Only the server under load: a steady crawl, many searchers and a CPU hog against one
+        /// `percolator serve` (20 000 realistic pages, 64 searchers, 10 minutes; `--quick`:
+        /// 300 pages, 8 searchers, 20 s).
+        #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale"])]
+        serve_load: bool,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
         /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
@@ -96,7 +101,7 @@ enum Cmd {
         pd: Option<String>,
         /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
         /// reports already in `target/bench/` (full runs of the dist profile only).
-        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "dev_build"])]
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "dev_build"])]
         report: bool,
     },
 }
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
             freshness,
             figure10,
             scale,
+            serve_load,
             docs,
             hour_secs,
             rates,
@@ -118,7 +124,9 @@ fn main() -> ExitCode {
             pd,
             report: false,
         } => {
-            let only = if freshness {
+            let only = if serve_load {
+                bench::Only::ServeLoad
+            } else if freshness {
                 bench::Only::Freshness(bench::FreshnessSize {
                     docs,
                     hour_secs,

@@ -80,7 +80,9 @@ pub struct Figure10Config {
     pub bucket: Duration,
     /// The crawler.
     pub loader: LoaderConfig,
-    /// The oracle leader's lease.
+    /// The oracle leader's lease: longer than an etcd election (which must not depose it: the
+    /// leader cannot renew while the cluster has no leader), and what a standby waits out after
+    /// the leading oracle is killed.
     pub oracle_lease: Duration,
     /// How long the killed worker stays down.
     pub worker_down_for: Duration,
@@ -108,7 +110,7 @@ impl Figure10Config {
                 recrawl_fraction: 0.25,
                 give_up_after: Duration::from_secs(30),
             },
-            oracle_lease: Duration::from_secs(1),
+            oracle_lease: Duration::from_secs(3),
             worker_down_for: Duration::from_secs(2),
             etcd_down_for: Duration::from_secs(3),
             oracle_down_for: Duration::from_secs(2),

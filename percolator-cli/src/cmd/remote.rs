@@ -4,9 +4,12 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use percolator_server::wire::{IngestReport, Status};
-use percolator_server::{Remote, discovery};
+use percolator_server::{Remote, RemoteError, discovery};
 use percolator_webindex::{
     self as webindex, CrawledPage, LoadReport, sources, synthetic::SyntheticCrawl, warc,
 };
@@ -19,6 +22,45 @@ use crate::{Cli, CliError, Command};
 
 /// Pages per upload when loading through a server.
 const BATCH_PAGES: usize = 200;
+
+/// How long a load keeps retrying a busy server (503, 429) before it stops and says how far
+/// it got.
+const BUSY_PATIENCE: Duration = Duration::from_secs(600);
+
+/// How long a query keeps retrying a busy server.
+const QUERY_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Calls the server until it is not busy: on 503 or 429 it waits as long as `Retry-After`
+/// asks (1 to 30 s) and tries again, for at most `patience`.
+async fn patiently<T, F, Fut>(what: &str, patience: Duration, mut call: F) -> Result<T, RemoteError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, RemoteError>>,
+{
+    let began = Instant::now();
+    let mut said = false;
+    loop {
+        match call().await {
+            Err(RemoteError::Api {
+                status: 429 | 503,
+                retry_after_secs,
+                message,
+                ..
+            }) if began.elapsed() < patience => {
+                if !said {
+                    eprintln!(
+                        "the server is busy ({what}: {}); waiting and retrying",
+                        term_safe(&message)
+                    );
+                    said = true;
+                }
+                let wait = Duration::from_secs(retry_after_secs.unwrap_or(1).clamp(1, 30));
+                tokio::time::sleep(wait).await;
+            }
+            other => return other,
+        }
+    }
+}
 
 /// The server `cli`'s command should go through, if any: `--server`, else the one recorded in
 /// the database directory. A command a server cannot run while it owns the database is an error
@@ -67,7 +109,9 @@ pub async fn run(remote: &Remote, cli: &Cli) -> Result<ExitCode, CliError> {
         Command::Webindex { command } => match command {
             WebindexCommand::Query(args) => {
                 let options = search_options(args);
-                let results = remote.search(&args.words.join(" "), &options).await?;
+                let query = args.words.join(" ");
+                let results =
+                    patiently("search", QUERY_PATIENCE, || remote.search(&query, &options)).await?;
                 print_results(&results, args.offset, args.json)
             }
             WebindexCommand::Delete { urls } => {
@@ -161,8 +205,20 @@ async fn upload(
     }
     let mut bytes = Vec::new();
     warc::write_warc(&mut bytes, pages, false)?;
+    let count = pages.len();
     pages.clear();
-    let report = remote.ingest_warc(bytes.into()).await?;
+    let bytes = Bytes::from(bytes);
+    let report = patiently("upload", BUSY_PATIENCE, || {
+        remote.ingest_warc(bytes.clone())
+    })
+    .await
+    .map_err(|e| {
+        format!(
+            "stopped after {} page(s) were taken ({} more in the batch that failed): {e}",
+            total.loaded + total.unchanged + total.skipped,
+            count
+        )
+    })?;
     total.loaded += report.loaded;
     total.unchanged += report.unchanged;
     total.skipped += report.skipped;
@@ -244,7 +300,11 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
         let bytes = tokio::task::spawn_blocking(move || std::fs::read(file))
             .await?
             .map_err(|e| format!("--warc {}: {e}", path.display()))?;
-        let report = remote.ingest_warc(bytes.into()).await?;
+        let bytes = Bytes::from(bytes);
+        let report = patiently("upload", BUSY_PATIENCE, || {
+            remote.ingest_warc(bytes.clone())
+        })
+        .await?;
         outln!(
             "warc {}: {} records, {} HTML pages, {} other records skipped, {} pages cut to {} KiB",
             path.display(),

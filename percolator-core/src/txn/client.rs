@@ -7,6 +7,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -21,6 +22,7 @@ use super::TxnConfig;
 #[cfg(feature = "fault-injection")]
 use super::fault::CommitHook;
 use super::fault::Faults;
+use super::lease::{LeaseRefresher, LeaseRenewal};
 use super::metrics::{TxnMetrics, TxnMetricsSnapshot};
 use super::notify::{self, ObservedColumn};
 use super::resolve::TxnStatus;
@@ -47,7 +49,7 @@ pub(crate) struct ClientInner<S: RowStore> {
     pub(crate) renewal: Option<Arc<LeaseRenewal<S>>>,
     /// Faults armed for every commit of this client (empty without `fault-injection`).
     pub(super) faults: Faults,
-    pub(super) lease_refresher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(super) lease_refresher: parking_lot::Mutex<Option<LeaseRefresher>>,
     /// Transactions this client committed, for clearing their notifications without a status
     /// read.
     pub(crate) recent_commits: super::recent_commits::RecentCommits,
@@ -56,8 +58,8 @@ pub(crate) struct ClientInner<S: RowStore> {
 impl<S: RowStore> Drop for ClientInner<S> {
     fn drop(&mut self) {
         // A dropped client stops refreshing its lease, exactly like a dead process.
-        if let Some(task) = self.lease_refresher.get_mut().take() {
-            task.abort();
+        if let Some(refresher) = self.lease_refresher.get_mut().take() {
+            refresher.signal_stop();
         }
         crate::liveness::forget_process_worker(self.worker_id);
     }
@@ -275,6 +277,8 @@ impl<S: RowStore> ClientBuilder<S> {
             observed: Arc::clone(&observed),
             worker_id,
             lease: self.config.worker_lease,
+            renewals: AtomicU64::new(0),
+            late: AtomicU64::new(0),
         };
         crate::liveness::note_process_worker(worker_id);
         if let Err(e) = renewal.renew().await {
@@ -282,16 +286,7 @@ impl<S: RowStore> ClientBuilder<S> {
             return Err(e);
         }
         let renewal = Arc::new(renewal);
-        let refreshing = Arc::clone(&renewal);
-        let refresher = tokio::spawn(async move {
-            let renewal = refreshing;
-            loop {
-                tokio::time::sleep(renewal.lease / 3).await;
-                if let Err(e) = renewal.renew().await {
-                    tracing::warn!(worker_id, error = %e, "could not refresh worker lease");
-                }
-            }
-        });
+        let refresher = LeaseRefresher::start(Arc::clone(&renewal));
         Ok(Client {
             inner: Arc::new(ClientInner {
                 store: self.store,
@@ -310,48 +305,6 @@ impl<S: RowStore> ClientBuilder<S> {
                 recent_commits: Default::default(),
             }),
         })
-    }
-}
-
-/// What renewing a worker's lease takes (see [`crate::gc::snapshots`]).
-pub(crate) struct LeaseRenewal<S: RowStore> {
-    registry: Arc<StoreLiveness<S>>,
-    store: Arc<S>,
-    oracle: Arc<dyn TimestampOracle>,
-    clock: Arc<OracleClock>,
-    snapshots: Arc<ActiveSnapshots>,
-    safety: Arc<SnapshotSafety>,
-    observed: Arc<notify::ObservedColumns>,
-    worker_id: u64,
-    lease: std::time::Duration,
-}
-
-impl<S: RowStore> LeaseRenewal<S> {
-    /// Renews the lease, publishing the oldest start timestamp in use, and reads the safe
-    /// point. After a lapse, dooms every transaction that began before the renewal.
-    pub(crate) async fn renew(&self) -> Result<()> {
-        let lapsed = !self.safety.lease_holds(self.clock.now_ms());
-        // A fresh timestamp, taken before the registrations are read: a transaction that
-        // registers after this asks the oracle later and gets a larger one. (A fresh one, not
-        // the newest seen, so that an idle client does not hold the safe point back.)
-        let fresh = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
-        self.clock.observe(fresh);
-        let oldest = self.snapshots.oldest().unwrap_or(fresh).min(fresh);
-        let until = self
-            .registry
-            .register(self.worker_id, &self.clock, self.lease, oldest)
-            .await?;
-        if lapsed {
-            // A collector that read the leases while ours had run out started below this.
-            let fresh = crate::oracle::next_timestamp(self.oracle.as_ref()).await?;
-            self.clock.observe(fresh);
-            self.safety.raise_lapse_floor(fresh);
-        }
-        let margin = u64::try_from((self.lease / 4).as_millis()).unwrap_or(u64::MAX);
-        self.safety.renewed(until.saturating_sub(margin));
-        self.safety
-            .observe_safe_point(crate::gc::safe_point::read(self.store.as_ref()).await?);
-        self.observed.refresh(self.store.as_ref()).await
     }
 }
 
@@ -553,7 +506,12 @@ impl<S: RowStore> Client<S> {
     /// # client.shutdown().await }
     /// ```
     pub fn metrics(&self) -> TxnMetricsSnapshot {
-        self.inner.metrics.snapshot()
+        let mut metrics = self.inner.metrics.snapshot();
+        if let Some(renewal) = &self.inner.renewal {
+            metrics.lease_renewals = renewal.renewals.load(Ordering::Relaxed);
+            metrics.late_lease_renewals = renewal.late.load(Ordering::Relaxed);
+        }
+        metrics
     }
 
     /// Begins a transaction at a fresh start timestamp.
@@ -603,6 +561,30 @@ impl<S: RowStore> Client<S> {
         self.inner.safety.safe_point()
     }
 
+    /// Renews the worker lease now, instead of waiting for the background renewal: what a
+    /// read-only request that met [`crate::Error::SnapshotTooOld`] does before it tries again
+    /// (`Client::run` does it itself). A transaction that began before a lapse stays doomed;
+    /// one that begins after this reads normally.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let before = client.metrics().lease_renewals;
+    /// client.renew_lease().await?;
+    /// assert_eq!(client.metrics().lease_renewals, before + 1);
+    /// # client.shutdown().await }
+    /// ```
+    pub async fn renew_lease(&self) -> Result<()> {
+        match &self.inner.renewal {
+            Some(renewal) => renewal.renew().await,
+            None => Ok(()),
+        }
+    }
+
     /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this
     /// worker become cleanable at once.
     ///
@@ -623,8 +605,9 @@ impl<S: RowStore> Client<S> {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) -> Result<()> {
-        if let Some(task) = self.inner.lease_refresher.lock().take() {
-            task.abort();
+        let refresher = self.inner.lease_refresher.lock().take();
+        if let Some(refresher) = refresher {
+            refresher.stop().await;
         }
         self.inner.safety.released();
         crate::liveness::forget_process_worker(self.inner.worker_id);

@@ -52,6 +52,12 @@ pub struct TxnMetricsSnapshot {
     /// Times a read waited for a live lock at or below its snapshot to be resolved by its
     /// owner (it backs off and reads again; it never reads around the lock).
     pub lock_waits: u64,
+    /// Renewals of this client's worker lease.
+    pub lease_renewals: u64,
+    /// Renewals that found the lease already lapsed (in the client's view): the transactions
+    /// that began before failed with `SnapshotTooOld`. More than none means the renewal was held
+    /// up longer than half a lease.
+    pub late_lease_renewals: u64,
 }
 
 impl TxnMetrics {
@@ -109,6 +115,9 @@ impl TxnMetrics {
             one_phase_fallbacks: self.one_phase_fallbacks.load(Ordering::Relaxed),
             status_reads: self.status_reads.load(Ordering::Relaxed),
             lock_waits: self.lock_waits.load(Ordering::Relaxed),
+            // Filled in by `Client::metrics` from the lease's refresher.
+            lease_renewals: 0,
+            late_lease_renewals: 0,
         }
     }
 }

@@ -26,6 +26,7 @@ mod commit;
 mod config;
 pub(crate) mod fault;
 mod layout;
+mod lease;
 mod metrics;
 mod notify;
 mod one_phase;

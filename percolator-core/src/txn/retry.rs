@@ -71,6 +71,13 @@ impl<S: RowStore> Client<S> {
                 Err(e) if e.is_retryable() && attempt < self.config().max_attempts => {
                     self.inner.metrics.retried();
                     attempt += 1;
+                    if matches!(e, crate::Error::SnapshotTooOld { .. }) {
+                        // The lease lapsed: renew it now rather than wait for the background
+                        // renewal, so that the next attempt's snapshot is safe again.
+                        if let Err(renewal) = self.renew_lease().await {
+                            tracing::debug!(error = %renewal, "could not renew the lease");
+                        }
+                    }
                     backoff.wait().await;
                 }
                 Err(e) => return Err(e),

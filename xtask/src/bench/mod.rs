@@ -16,6 +16,7 @@ pub mod micro;
 pub mod oracle_service;
 pub mod report;
 pub mod scale;
+pub mod serve_load;
 pub mod soak;
 pub mod tpce;
 
@@ -42,6 +43,8 @@ pub enum Only {
     Figure10,
     /// The scale run, with this many pages (default by `quick`).
     Scale { docs: Option<usize> },
+    /// The server under load.
+    ServeLoad,
 }
 
 /// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
@@ -155,6 +158,16 @@ pub fn bench(
     } else {
         Profile::Dist
     };
+    if only == Only::ServeLoad {
+        let bin = binaries::build(profile, false)?;
+        let remote = Remote::default();
+        return serve_load::run(&Ctx {
+            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
+            bin: &bin,
+            quick,
+            remote: &remote,
+        });
+    }
     if only == Only::Figure10 {
         if let Some(reason) = percolator_etcd_cluster::skip_reason() {
             return Err(format!("Figure 10 needs etcd: {reason}"));

@@ -20,7 +20,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{
-    OUT, contention, figure10, freshness, micro, oracle_service, read_json, scale, soak, tpce,
+    OUT, contention, figure10, freshness, micro, oracle_service, read_json, scale, serve_load,
+    soak, tpce,
 };
 
 /// The key under which a report records how it was run.
@@ -189,6 +190,14 @@ fn sections(dir: &Path) -> Result<Vec<Section>, String> {
             name: "scale",
             reports: take(scale::PREFIX),
             render: |r| (scale::table(r), scale::headline(r)),
+        },
+        Section {
+            name: "serve-load",
+            reports: one(serve_load::FILE),
+            render: |r| {
+                let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
+                (serve_load::table(report), serve_load::headline(report))
+            },
         },
         Section {
             name: "freshness",

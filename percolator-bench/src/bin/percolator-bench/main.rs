@@ -6,6 +6,7 @@
 //! percolator-bench tpce --store sled:DIR | --sled-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
 //! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
 //! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
+//! percolator-bench serve-load --percolator target/dist/percolator [--quick] [--json FILE]
 //! percolator-bench freshness --store mem [--docs N] [--rates 1,5] [--quick] [--json FILE]
 //! percolator-bench soak --store fjall:DIR [--docs N] [--generations G] [--no-gc] [--json FILE]
 //! percolator-bench scale --store fjall:DIR [--docs N] [--json FILE]
@@ -136,6 +137,36 @@ enum Command {
     /// Many recrawl generations with or without garbage collection: cells and bytes stored
     /// (and on disk) per generation. Use an empty store.
     Soak(experiments::SoakArgs),
+    /// `percolator serve` under a steady crawl, many searchers and a CPU hog for the middle third
+    /// of the run: searches/s, latency, 503s, freshness, RSS and disk over time; then the
+    /// checks (no 5xx but 503, every acknowledged page stored, every invariant).
+    ServeLoad {
+        /// The `percolator` executable that serves.
+        #[arg(long)]
+        percolator: PathBuf,
+        /// The database directory (emptied first, removed after).
+        #[arg(long, default_value = "target/bench/serve-load-db")]
+        db: PathBuf,
+        /// The smoke size (300 demo pages, 8 searchers, 20 s) instead of the full one (20 000
+        /// realistic pages, 64 searchers, 10 minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Pages the crawler loads (overrides the size).
+        #[arg(long)]
+        docs: Option<usize>,
+        /// Concurrent searchers (overrides the size).
+        #[arg(long)]
+        searchers: Option<usize>,
+        /// Seconds of load (overrides the size).
+        #[arg(long)]
+        secs: Option<f64>,
+        /// No CPU hog.
+        #[arg(long)]
+        no_hog: bool,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Load a realistic synthetic crawl, index it until idle and check it, in one process:
     /// pages/s, notifications/s per quarter of the run, peak RSS per phase, bytes written and on
     /// disk.
@@ -255,6 +286,40 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             write_json(json.as_ref(), &report)?;
             if !report.invariants.ok() {
                 return Err("TPC-E invariants violated".into());
+            }
+            Ok(())
+        }
+        Command::ServeLoad {
+            percolator,
+            db,
+            quick,
+            docs,
+            searchers,
+            secs,
+            no_hog,
+            json,
+        } => {
+            use percolator_bench::serve_load::{self, ServeLoadConfig};
+            let mut config = if quick {
+                ServeLoadConfig::quick(percolator, db)
+            } else {
+                ServeLoadConfig::full(percolator, db)
+            };
+            if let Some(docs) = docs {
+                config.docs = docs;
+            }
+            if let Some(searchers) = searchers {
+                config.searchers = searchers;
+            }
+            if let Some(secs) = secs {
+                config.duration = std::time::Duration::from_secs_f64(secs.max(1.0));
+            }
+            config.hog = !no_hog;
+            let report = serve_load::run(&config, |line| eprintln!("serve-load: {line}")).await?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.ok() {
+                return Err("the serve load's checks failed (see the table)".into());
             }
             Ok(())
         }
