@@ -246,22 +246,31 @@ impl Drop for Served {
 
 fn start_server(config: &ServeLoadConfig) -> Result<Served, ServeLoadError> {
     let _ = std::fs::remove_dir_all(&config.db);
+    // The server's log (one line per refused or failed request) is kept beside the database
+    // for whoever has to find out why a run failed.
+    let log_path = server_log(config);
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| ServeLoadError::Server(format!("{}: {e}", log_path.display())))?;
     let mut child = Command::new(&config.percolator)
         .arg("--db")
         .arg(&config.db)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .map_err(|e| ServeLoadError::Server(format!("{}: {e}", config.percolator.display())))?;
     let stdout = child
         .stdout
         .take()
         .ok_or_else(|| ServeLoadError::Server("no stdout".into()))?;
+    let mut stdout = BufReader::new(stdout);
     let mut first = String::new();
-    BufReader::new(stdout)
+    stdout
         .read_line(&mut first)
         .map_err(|e| ServeLoadError::Server(e.to_string()))?;
+    // The server writes more lines and quits quietly when its stdout is closed (as a command
+    // piped into `head` should), so the pipe is read to its end.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let url = first
         .strip_prefix("serving ")
         .and_then(|rest| rest.split_whitespace().next())
@@ -270,6 +279,11 @@ fn start_server(config: &ServeLoadConfig) -> Result<Served, ServeLoadError> {
     let token = Token::read(&percolator_server::auth::token_path(&config.db))
         .map_err(|e| ServeLoadError::Server(e.to_string()))?;
     Ok(Served { child, url, token })
+}
+
+/// Where the server's stderr goes: beside its database.
+pub fn server_log(config: &ServeLoadConfig) -> PathBuf {
+    config.db.with_extension("server.log")
 }
 
 /// Resident memory of process `pid`, bytes (Linux).
@@ -454,7 +468,7 @@ pub async fn run(
     config: &ServeLoadConfig,
     say: impl Fn(&str),
 ) -> Result<ServeLoadReport, ServeLoadError> {
-    let served = start_server(config)?;
+    let mut served = start_server(config)?;
     let pid = served.child.id();
     let remote = Remote::new(served.url.clone()).with_token(served.token.clone());
     let pages = SyntheticCrawl::new(config.docs, 17).with_shape(if config.realistic {
@@ -498,6 +512,13 @@ pub async fn run(
     tick.tick().await;
     while origin.elapsed() < config.duration {
         tick.tick().await;
+        if let Ok(Some(exit)) = served.child.try_wait() {
+            tally.stop.store(true, Relaxed);
+            return Err(ServeLoadError::Server(format!(
+                "the server quit during the run ({exit}); its log is {}",
+                server_log(config).display()
+            )));
+        }
         let now = Instant::now();
         let mut latencies = std::mem::take(&mut *tally.latencies_us.lock());
         latencies.sort_unstable();
@@ -564,7 +585,7 @@ pub async fn run(
     }
     let drain_secs = drained.elapsed().as_secs_f64();
     say("checking");
-    let stats = remote.stats().await?;
+    let stats = remote.check().await?;
     let mut all = std::mem::take(&mut *tally.all_latencies_us.lock());
     all.sort_unstable();
     let by_status = tally.by_status.lock().clone();

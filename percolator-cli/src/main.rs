@@ -176,7 +176,9 @@ impl Command {
         match self {
             Command::Webindex { command } => matches!(
                 command,
-                webindex::WebindexCommand::Stats | webindex::WebindexCommand::Query(_)
+                webindex::WebindexCommand::Stats
+                    | webindex::WebindexCommand::Check
+                    | webindex::WebindexCommand::Query(_)
             ),
             Command::Scan(_) | Command::Status => true,
             Command::Observers { command } => {

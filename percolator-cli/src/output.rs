@@ -237,20 +237,59 @@ fn marked(snippet: &Snippet) -> String {
     out
 }
 
-pub(crate) fn invariants_verdict(report: &webindex::CheckReport) -> ExitCode {
+/// The verdict of a full check: its observer audit, then every violation, each with the
+/// rows it names (exit code 1 on a violation).
+pub(crate) fn check_verdict(report: &webindex::CheckReport) -> ExitCode {
+    outln!(
+        "strong observer runs: {} for {} changes",
+        report.observer_runs,
+        report.observed_changes
+    );
     if report.violations.is_empty() {
         outln!(
-            "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, anchor terms at canonicals, index = canonical terms)"
+            "invariants: all hold (hash ↔ cluster membership, one canonical per cluster, anchor terms at canonicals, index = canonical terms, kept sizes, one strong run per change)"
         );
         ExitCode::SUCCESS
     } else {
         outln!("invariants: {} violation(s):", report.violations.len());
-        // They quote stored keys and URLs.
-        for v in report.violations.iter().take(20) {
-            outln!("  {}", term_safe(v));
+        for v in &report.violations {
+            outln!(
+                "  invariant {}: {} ({})",
+                v.invariant,
+                term_safe(&v.what),
+                v.count
+            );
+            // The rows are escaped already; `term_safe` is the rule for stored text.
+            for row in &v.rows {
+                outln!("    {}", term_safe(row));
+            }
+            if v.count > v.rows.len() as u64 {
+                outln!("    …");
+            }
         }
         ExitCode::FAILURE
     }
+}
+
+/// The kept sizes (`webindex stats`) and the notifications pending.
+pub(crate) fn sizes_table(s: &webindex::IndexSizes, pending: u64) -> String {
+    table(
+        "web index",
+        &[
+            ("documents", s.documents.to_string()),
+            ("clusters in the index", s.clusters.to_string()),
+            ("duplicates (and not yet indexed)", s.duplicates.to_string()),
+            ("link targets", s.link_targets.to_string()),
+            ("anchors", s.inlinks.to_string()),
+            ("postings", s.postings.to_string()),
+            (
+                "average length (tokens)",
+                format!("{:.1}", s.average_length()),
+            ),
+            ("notifications pending", pending.to_string()),
+            ("size changes not folded yet", s.unfolded.to_string()),
+        ],
+    )
 }
 
 pub(crate) fn load_table(r: &LoadReport) -> String {

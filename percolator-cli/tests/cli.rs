@@ -51,7 +51,7 @@ fn run_forever_with(
 }
 
 /// The web index's tables, as `status` lists them.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "documents",
     "links",
     "clusters",
@@ -61,6 +61,7 @@ const TABLES: [&str; 9] = [
     "index",
     "index_docs",
     "corpus",
+    "sizes",
 ];
 
 /// The value column of the table row named `key`.
@@ -174,11 +175,18 @@ fn load_run_query_stats_scan_status() {
     assert_eq!(json["mode"], "any");
     assert!(json["total"].as_u64().unwrap() >= 2, "{out}");
 
-    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    let (ok, out) = percolator(&db, &["webindex", "check"]);
     assert!(ok, "{out}");
     assert!(out.contains("invariants: all hold"), "{out}");
     assert_eq!(cell(&out, "documents"), "5", "{out}");
     assert_eq!(cell(&out, "duplicate clusters (canonicals)"), "4", "{out}");
+    assert!(out.contains("| documents "), "per-table timings: {out}");
+    // The kept sizes say the same, from a few cells.
+    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    assert!(ok, "{out}");
+    assert_eq!(cell(&out, "documents"), "5", "{out}");
+    assert_eq!(cell(&out, "clusters in the index"), "4", "{out}");
+    assert_eq!(cell(&out, "notifications pending"), "0", "{out}");
 
     let (ok, out) = percolator(&db, &["status"]);
     assert!(ok, "{out}");
@@ -375,10 +383,10 @@ fn sigkill_loses_no_coalesced_notification() {
     }
     let (ok, out) = percolator(&db, &["webindex", "run"]);
     assert!(ok, "{out}");
-    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    let (ok, out) = percolator(&db, &["webindex", "check"]);
     assert!(ok, "{out}");
     assert!(out.contains("invariants: all hold"), "{out}");
-    assert!(out.contains(", 0 doubled"), "{out}");
+    assert!(out.contains("strong observer runs: "), "{out}");
 }
 
 /// The `(all)` line of a `gc` summary: rows, locks resolved, locks left, writes, rollbacks, data,
@@ -476,6 +484,7 @@ fn mistakes_get_clear_answers_and_create_nothing() {
     let missing = dir.path().join("mistyped");
     for args in [
         &["webindex", "stats"][..],
+        &["webindex", "check"],
         &["webindex", "query", "x"],
         &["status"],
     ] {
@@ -501,7 +510,7 @@ fn mistakes_get_clear_answers_and_create_nothing() {
     let stats = Command::new(env!("CARGO_BIN_EXE_percolator"))
         .arg("--db")
         .arg(&db)
-        .args(["webindex", "stats"])
+        .args(["webindex", "check"])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&stats.stdout);
@@ -639,7 +648,7 @@ fn deleted_pages_leave_the_index() {
     let (ok, out) = percolator(&db, &["webindex", "run"]);
     assert!(ok, "{out}");
     assert!(!found("bumblebee") && !found("caracal") && found("aardvark"));
-    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    let (ok, out) = percolator(&db, &["webindex", "check"]);
     assert!(ok && out.contains("invariants: all hold"), "{out}");
     assert_eq!(cell(&out, "documents"), "1", "{out}");
 }

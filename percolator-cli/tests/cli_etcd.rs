@@ -65,7 +65,7 @@ fn webindex_on_an_etcd_cluster() {
     assert!(ok && out.contains("pending"), "{out}");
     let (ok, out) = percolator(&endpoints, &namespace, &["webindex", "run"]);
     assert!(ok, "{out}");
-    let (ok, out) = percolator(&endpoints, &namespace, &["webindex", "stats"]);
+    let (ok, out) = percolator(&endpoints, &namespace, &["webindex", "check"]);
     assert!(ok && out.contains("invariants: all hold"), "{out}");
     let (ok, out) = percolator(&endpoints, &namespace, &["status"]);
     assert!(ok && out.contains("0 pending, 0 locks"), "{out}");

@@ -57,10 +57,10 @@ fn serve_owns_the_database_and_the_cli_goes_through_it() {
     assert_ne!(code, 0);
     assert!(out.contains("is owned by the server at"), "{out}");
 
-    // Stats: 2 while work is pending, 0 once the server's observers are done.
+    // The check: 2 while work is pending, 0 once the server's observers are done.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let (code, out) = percolator(&db, &["webindex", "stats"]);
+        let (code, out) = percolator(&db, &["webindex", "check"]);
         if code == 0 {
             assert!(out.contains("invariants: all hold"), "{out}");
             break;
@@ -114,7 +114,7 @@ fn serve_owns_the_database_and_the_cli_goes_through_it() {
     assert!(server.wait().unwrap().success());
     assert!(rest.iter().any(|l| l.starts_with("stopped:")), "{rest:?}");
     assert!(!db.join("percolator-serve.json").exists());
-    let (code, out) = percolator(&db, &["webindex", "stats"]);
+    let (code, out) = percolator(&db, &["webindex", "check"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("invariants: all hold"), "{out}");
 }

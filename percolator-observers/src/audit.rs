@@ -8,12 +8,13 @@
 //! ack column with it. So two acks mapping to one change are a doubled observer commit. (Only
 //! the write records garbage collection has kept can be audited.)
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::backend::records::{WriteKind, WriteRecord};
 use percolator_core::internal::tables::ack_column;
-use percolator_core::store::{Columns, Family, FamilyRead, scan_page};
+use percolator_core::store::{Columns, Family, FamilyRead, RowCells, scan_page};
 use percolator_core::{NotificationKind, Result, RowStore};
 
 use crate::Observers;
@@ -85,74 +86,125 @@ pub struct RunAudit {
 /// # Ok(()) }
 /// ```
 pub async fn strong_runs<S: RowStore>(store: &S, observers: &Observers<S>) -> Result<RunAudit> {
-    let mut audit = RunAudit::default();
+    strong_runs_with(store, observers, &|_| {}, &|_| {}).await
+}
+
+/// [`strong_runs`], telling `on_table` each table it starts reading and `on_rows` how many
+/// of its rows it has read. Each table with strongly observed columns is read once, in key
+/// order, a page of rows at a time: the audit's work grows linearly with the write records.
+pub async fn strong_runs_with<S: RowStore>(
+    store: &S,
+    observers: &Observers<S>,
+    on_table: &(dyn Fn(&[u8]) + Send + Sync),
+    on_rows: &(dyn Fn(u64) + Send + Sync),
+) -> Result<RunAudit> {
+    // table -> (observed column, its observers' ack columns)
+    let mut audited: BTreeMap<Bytes, Vec<(Bytes, Vec<Bytes>)>> = BTreeMap::new();
     for observed in observers.observed_columns() {
         if observed.kind != NotificationKind::Strong {
             continue;
         }
-        for observer in observers.of(&observed.table, &observed.column) {
-            let ack = ack_column(observer.name(), &observed.column);
-            audit_column(store, &observed.table, &observed.column, &ack, &mut audit).await?;
-        }
+        let acks = observers
+            .of(&observed.table, &observed.column)
+            .iter()
+            .map(|observer| ack_column(observer.name(), &observed.column))
+            .collect();
+        audited
+            .entry(observed.table.clone())
+            .or_default()
+            .push((observed.column.clone(), acks));
+    }
+    let mut audit = RunAudit::default();
+    for (table, columns) in &audited {
+        on_table(table);
+        audit_table(store, table, columns, on_rows, &mut audit).await?;
     }
     Ok(audit)
 }
 
-async fn audit_column<S: RowStore>(
+/// Audits the `columns` (each with its observers' acks) of every row of `table`.
+async fn audit_table<S: RowStore>(
     store: &S,
     table: &Bytes,
-    column: &Bytes,
-    ack: &Bytes,
+    columns: &[(Bytes, Vec<Bytes>)],
+    on_rows: &(dyn Fn(u64) + Send + Sync),
     audit: &mut RunAudit,
 ) -> Result<()> {
+    let wanted: Vec<Bytes> = columns
+        .iter()
+        .flat_map(|(column, acks)| std::iter::once(column).chain(acks))
+        .cloned()
+        .collect();
     let mut start = Bound::Unbounded;
+    let mut rows_read = 0u64;
     loop {
-        let read = FamilyRead::all(Family::Write)
-            .columns(Columns::Only(vec![column.clone(), ack.clone()]));
+        let read = FamilyRead::all(Family::Write).columns(Columns::Only(wanted.clone()));
         let rows = scan_page(store, table, &start, read, PAGE_ROWS).await?;
         let Some(last) = rows.last() else {
             return Ok(());
         };
         start = Bound::Excluded(last.row.clone());
         let full = rows.len() == PAGE_ROWS;
+        rows_read += rows.len() as u64;
         for row in rows {
-            // Commit timestamps of the column's changes, and start timestamps of the runs.
-            let mut changes = Vec::new();
-            let mut runs = Vec::new();
-            for cell in &row.cells {
-                let record = WriteRecord::decode(&cell.value)?;
-                if record.kind == WriteKind::Rollback {
-                    continue;
-                }
-                if cell.column == *column {
-                    changes.push(cell.ts);
-                } else if cell.column == *ack {
-                    runs.push(record.start_ts);
-                }
-            }
-            changes.sort_unstable();
-            audit.changes += changes.len() as u64;
-            audit.runs += runs.len() as u64;
-            let mut handled: Vec<u64> = runs
-                .iter()
-                .filter_map(|&start| changes.iter().copied().take_while(|&c| c <= start).last())
-                .collect();
-            handled.sort_unstable();
-            for pair in handled.windows(2) {
-                if pair[0] == pair[1] {
-                    audit.doubled.push(format!(
-                        "row {:?} of {}: the change committed at {} was handled by two runs",
-                        String::from_utf8_lossy(&row.row),
-                        String::from_utf8_lossy(table),
-                        pair[0]
-                    ));
+            for (column, acks) in columns {
+                for ack in acks {
+                    audit_cells(table, &row, column, ack, audit)?;
                 }
             }
         }
+        on_rows(rows_read);
         if !full {
             return Ok(());
         }
     }
+}
+
+/// Audits one observer (its `ack` column) on `column` of one row's write records.
+fn audit_cells(
+    table: &Bytes,
+    row: &RowCells,
+    column: &Bytes,
+    ack: &Bytes,
+    audit: &mut RunAudit,
+) -> Result<()> {
+    // Commit timestamps of the column's changes, and start timestamps of the runs.
+    let mut changes = Vec::new();
+    let mut runs = Vec::new();
+    for cell in &row.cells {
+        if cell.column != *column && cell.column != *ack {
+            continue;
+        }
+        let record = WriteRecord::decode(&cell.value)?;
+        if record.kind == WriteKind::Rollback {
+            continue;
+        }
+        if cell.column == *column {
+            changes.push(cell.ts);
+        } else {
+            runs.push(record.start_ts);
+        }
+    }
+    changes.sort_unstable();
+    audit.changes += changes.len() as u64;
+    audit.runs += runs.len() as u64;
+    let mut handled: Vec<u64> = runs
+        .iter()
+        .filter_map(|&start| changes.iter().copied().take_while(|&c| c <= start).last())
+        .collect();
+    handled.sort_unstable();
+    for pair in handled.windows(2) {
+        if pair[0] == pair[1] {
+            audit.doubled.push(format!(
+                "{}:\"{}\" ({}: the change committed at {} was handled by two runs)",
+                String::from_utf8_lossy(table),
+                row.row.escape_ascii(),
+                String::from_utf8_lossy(ack),
+                pair[0]
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -57,7 +57,8 @@ pub(crate) fn router<S: RowStore>(shared: Arc<Shared<S>>, guard: Arc<Guard>) -> 
         .route("/api/delete", post(delete::<S>))
         .route("/api/delete-missing", post(delete_missing::<S>))
         .route("/api/status", get(status::<S>))
-        .route("/api/stats", post(stats::<S>))
+        .route("/api/stats", get(stats::<S>))
+        .route("/api/check", post(check::<S>))
         .route("/metrics", get(metrics::<S>))
         .layer(limit(MAX_SMALL_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
@@ -317,7 +318,17 @@ async fn status<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<
     Ok(Json(shared.status().await?))
 }
 
-async fn stats<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Stats> {
+async fn stats<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Sizes> {
+    let client = shared.client();
+    let txn = client.begin().await?;
+    let sizes = webindex::sizes::read(&txn).await?;
+    Ok(Json(Sizes {
+        pending: shared.runtime.pending().await?,
+        sizes,
+    }))
+}
+
+async fn check<S: RowStore>(State(shared): State<Arc<Shared<S>>>) -> ApiResult<Checked> {
     Ok(Json(shared.checked().await?))
 }
 

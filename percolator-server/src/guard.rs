@@ -73,13 +73,16 @@ enum Takes {
 fn classify(method: &Method, path: &str) -> Class {
     match (method, path) {
         (&Method::GET | &Method::HEAD, "/" | "/app.js" | "/app.css") => Class::Read,
-        (&Method::GET | &Method::HEAD, "/api/search" | "/api/status" | "/metrics") => Class::Read,
+        (
+            &Method::GET | &Method::HEAD,
+            "/api/search" | "/api/status" | "/api/stats" | "/metrics",
+        ) => Class::Read,
         (&Method::POST, "/api/pages") => Class::Write(Takes::Json(MAX_PAGES_BYTES)),
         (&Method::POST, "/api/warc") => Class::Write(Takes::Warc),
         (&Method::POST, "/api/delete" | "/api/delete-missing") => {
             Class::Write(Takes::Json(MAX_SMALL_BODY_BYTES))
         }
-        (&Method::POST, "/api/stats") => Class::Expensive,
+        (&Method::POST, "/api/check") => Class::Expensive,
         _ => Class::Unknown,
     }
 }
@@ -483,8 +486,8 @@ mod tests {
             status(&g, Method::POST, "/api/pages", &[host, json, auth]),
             200
         );
-        assert_eq!(status(&g, Method::POST, "/api/stats", &[host]), 401);
-        assert_eq!(status(&g, Method::POST, "/api/stats", &[host, auth]), 200);
+        assert_eq!(status(&g, Method::POST, "/api/check", &[host]), 401);
+        assert_eq!(status(&g, Method::POST, "/api/check", &[host, auth]), 200);
         // The simple requests another page can send write nothing.
         for simple in [
             "text/plain",

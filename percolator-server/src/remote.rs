@@ -197,9 +197,14 @@ impl Remote {
         self.get("/api/status", &[]).await
     }
 
-    /// `POST /api/stats`: the full check (needs the token).
-    pub async fn stats(&self) -> Result<Stats, RemoteError> {
-        let url = format!("{}/api/stats", self.base);
+    /// `GET /api/stats`: the sizes the pipeline keeps.
+    pub async fn stats(&self) -> Result<Sizes, RemoteError> {
+        self.get("/api/stats", &[]).await
+    }
+
+    /// `POST /api/check`: the full check (needs the token).
+    pub async fn check(&self) -> Result<Checked, RemoteError> {
+        let url = format!("{}/api/check", self.base);
         let sent = self.request(reqwest::Method::POST, &url).send().await;
         Self::answer(url, sent).await
     }

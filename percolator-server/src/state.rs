@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::wire::{Stats, Status};
+use crate::wire::{Checked, Status};
 
 /// Pages ingested and not yet clustered, tracked for freshness; beyond this many the oldest
 /// are no longer followed (a bulk load needs no per-page freshness).
@@ -43,10 +43,10 @@ pub const MAX_INGEST_BACKLOG: u64 = 5_000;
 /// pending notifications and locks: once a second whatever the request rate).
 const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
 
-/// The last full check (`POST /api/stats`): when it finished and what it found.
+/// The last full check (`POST /api/check`): when it finished and what it found.
 struct LastCheck {
     finished: Instant,
-    stats: Stats,
+    checked: Checked,
 }
 
 /// The handlers' state.
@@ -198,26 +198,26 @@ impl<S: RowStore> Shared<S> {
 
     /// The full check of the index: one at a time. A request that waited while another ran
     /// one gets that one's result (with its age) instead of running it again.
-    pub(crate) async fn checked(&self) -> Result<Stats, ApiError> {
+    pub(crate) async fn checked(&self) -> Result<Checked, ApiError> {
         let arrived = Instant::now();
         let mut last = self.check.lock().await;
         if let Some(done) = last.as_ref().filter(|c| c.finished >= arrived) {
-            let mut stats = done.stats.clone();
-            stats.age_secs = done.finished.elapsed().as_secs_f64();
-            return Ok(stats);
+            let mut checked = done.checked.clone();
+            checked.age_secs = done.finished.elapsed().as_secs_f64();
+            return Ok(checked);
         }
         let pending = self.runtime.pending().await?;
         let report = percolator_webindex::check(self.client()).await?;
-        let stats = Stats {
+        let checked = Checked {
             pending,
             report,
             age_secs: 0.0,
         };
         *last = Some(LastCheck {
             finished: Instant::now(),
-            stats: stats.clone(),
+            checked: checked.clone(),
         });
-        Ok(stats)
+        Ok(checked)
     }
 
     pub(crate) fn client(&self) -> &Client<S> {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use percolator_webindex::{CheckReport, IndexSummary, SearchResults};
+pub use percolator_webindex::{CheckReport, IndexSizes, IndexSummary, SearchResults};
 
 /// One page to ingest (`POST /api/pages` takes a list). HTML bytes that are not UTF-8 go in a
 /// WARC upload instead (`POST /api/warc`), which keeps them as they are.
@@ -98,10 +98,20 @@ pub struct Status {
     pub tables: Vec<TableStatus>,
 }
 
-/// `POST /api/stats`: the index's sizes and, when nothing is pending, its invariants (the full
+/// `GET /api/stats`: the index's sizes as the pipeline keeps them (a few cells read), and the
+/// notifications pending.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sizes {
+    /// Pending notifications.
+    pub pending: u64,
+    /// The kept sizes.
+    pub sizes: IndexSizes,
+}
+
+/// `POST /api/check`: the index's sizes and, when nothing is pending, its invariants (the full
 /// check: one at a time, and a request that waited for a check to finish gets its result).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Stats {
+pub struct Checked {
     /// Pending notifications: with work pending the invariants are not judged.
     pub pending: u64,
     /// Sizes and invariant violations (differences still to be worked off while pending).

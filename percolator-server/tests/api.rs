@@ -147,14 +147,35 @@ async fn the_api_ingests_searches_and_reports() {
     assert_eq!((status.pending, status.documents), (0, 2), "{status:?}");
     assert!(status.processed > 0 && status.searches == 4, "{status:?}");
     assert!(status.freshness_samples >= 4, "{status:?}");
+    let checked = remote.check().await.unwrap();
+    assert_eq!(checked.pending, 0);
+    assert!(
+        checked.report.violations.is_empty(),
+        "{:?}",
+        checked.report.violations
+    );
+    assert_eq!(checked.report.summary.clusters, 2);
+    // The kept sizes agree with the check's count, without reading the index.
     let stats = remote.stats().await.unwrap();
     assert_eq!(stats.pending, 0);
-    assert!(
-        stats.report.violations.is_empty(),
-        "{:?}",
-        stats.report.violations
+    // a, its mirror and fr.example: three documents, two clusters.
+    assert_eq!(
+        (
+            stats.sizes.documents,
+            stats.sizes.clusters,
+            stats.sizes.duplicates
+        ),
+        (3, 2, 1),
+        "{stats:?}"
     );
-    assert_eq!(stats.report.summary.clusters, 2);
+    assert_eq!(
+        stats.sizes.documents,
+        i64::try_from(checked.report.summary.documents).unwrap()
+    );
+    assert_eq!(
+        stats.sizes.postings, checked.report.summary.postings as i64,
+        "{stats:?}"
+    );
     let http = reqwest::Client::new();
     let metrics = http
         .get(format!("{}/metrics", server.url()))

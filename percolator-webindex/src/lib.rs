@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod postings;
 pub mod schema;
 pub mod search;
+pub mod sizes;
 pub mod sources;
 pub mod synthetic;
 pub mod terms;
@@ -34,6 +35,7 @@ pub use load::{
 };
 pub use pipeline::{Clustered, PipelineConfig, observed_columns, observers, observers_with};
 pub use search::{Hit, Mode, SearchOptions, SearchResults, search};
+pub use sizes::IndexSizes;
 pub use sources::CrawledPage;
 
 // `self::`: a bare `url` here would also name the `url` crate.

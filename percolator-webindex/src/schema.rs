@@ -11,6 +11,7 @@
 //! | `index`     | term, or `~rare/<bucket>` | `<chunk>` = the term's postings in that chunk ([`PostingChunk`](crate::postings::PostingChunk)), or those of the bucket's terms rare in it ([`RareChunk`](crate::postings::RareChunk)) |
 //! | `index_docs` | `<chunk>`           | `clusters` = the chunk's clusters by slot ([`Directory`](crate::postings::Directory)) |
 //! | `corpus`    | `shard-<nn>` (4)     | `counts` = [`CorpusCounts`](crate::terms::CorpusCounts) of the indexed clusters of the shard, `next_chunk` |
+//! | `sizes`     | `shard-<nn>` (4)     | `total` and `d:<start ts>` deltas = [`SizeCounts`](crate::sizes::SizeCounts), `fold` (weakly observed trigger) |
 //!
 //! A `<chunk>` key is `shard-<nn>/<number>` ([`chunk_key`]); `clusters:posted` names the chunk
 //! holding a cluster's postings.
@@ -121,7 +122,7 @@ pub const NEXT_CHUNK: &[u8] = b"next_chunk";
 pub const INDEX_SHARDS: u64 = 4;
 
 /// Every table of the web index (for status reports and end-of-run checks).
-pub const TABLES: [&[u8]; 9] = [
+pub const TABLES: [&[u8]; 10] = [
     DOCUMENTS,
     LINKS,
     CLUSTERS,
@@ -131,6 +132,7 @@ pub const TABLES: [&[u8]; 9] = [
     INDEX,
     INDEX_DOCS,
     CORPUS,
+    crate::sizes::SIZES,
 ];
 
 /// Longest URL the pipeline accepts (row keys and column names are built from URLs): longer ones
@@ -257,18 +259,43 @@ pub fn decode_outlinks(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Encodes what the exporter exported for a cluster: the canonical URL, a newline, then the
-/// canonical's [`TERMS`] cell as it was exported.
+/// Encodes what the exporter exported for a cluster: a NUL byte, the canonical URL's length
+/// in decimal and a newline, the URL, then the canonical's [`TERMS`] cell as it was exported.
+/// The length makes a URL of any bytes (a newline too) come back whole.
 pub fn encode_exported(url: &[u8], terms: &[u8]) -> Bytes {
-    [url, b"\n", terms].concat().into()
+    let mut out = Vec::with_capacity(url.len() + terms.len() + 8);
+    out.push(0);
+    out.extend_from_slice(url.len().to_string().as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(url);
+    out.extend_from_slice(terms);
+    out.into()
 }
 
-/// Splits [`encode_exported`] into the URL and the terms cell.
+/// Splits [`encode_exported`] into the URL and the terms cell. A cell without the leading NUL
+/// is in the earlier form, the URL up to the first newline.
 fn split_exported(bytes: &[u8]) -> (&[u8], &[u8]) {
-    match bytes.iter().position(|&b| b == b'\n') {
+    let until_newline = |bytes| match memchr_newline(bytes) {
         Some(i) => (&bytes[..i], &bytes[i + 1..]),
         None => (bytes, &b""[..]),
+    };
+    let Some(rest) = bytes.strip_prefix(b"\0") else {
+        return until_newline(bytes);
+    };
+    let (length, rest) = until_newline(rest);
+    match std::str::from_utf8(length)
+        .ok()
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|&l| l <= rest.len())
+    {
+        Some(l) => rest.split_at(l),
+        None => (rest, &b""[..]),
     }
+}
+
+/// The position of the first newline in `bytes`.
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
 }
 
 /// Decodes [`encode_exported`] into the URL and the [`PageTerms`].
@@ -339,7 +366,19 @@ mod tests {
         );
         let terms = PageTerms::of("alpha", "beta beta");
         let (url, back) = decode_exported(&encode_exported(b"http://a/", &terms.encode()));
-        assert_eq!((url.as_ref(), back), (&b"http://a/"[..], terms));
+        assert_eq!(
+            (url.as_ref(), back.clone()),
+            (&b"http://a/"[..], terms.clone())
+        );
+        // A URL of any bytes comes back whole; the earlier form still reads.
+        let odd = b"http://a/\n7\n\0x\xff";
+        let (url, back) = decode_exported(&encode_exported(odd, &terms.encode()));
+        assert_eq!((url.as_ref(), back.clone()), (&odd[..], terms.clone()));
+        let earlier = [&b"http://a/\n"[..], &terms.encode()].concat();
+        assert_eq!(decode_exported(&earlier).1, terms);
+        for garbage in [&b"\0"[..], b"\09\nshort", b"\0x\ny", b""] {
+            let _ = decode_exported(garbage);
+        }
         assert!(shard_of(b"0123abcd").starts_with(b"shard-"));
         assert_eq!(shard_key(7), Bytes::from_static(b"shard-07"));
         assert_eq!(queued_column(b"h"), Bytes::from_static(b"c:h"));

@@ -390,28 +390,49 @@ impl AnchorTerms {
     }
 }
 
-/// One shard of the corpus counts: exported documents and their total length.
+/// One shard of the corpus counts: exported documents, their total length and their postings.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CorpusCounts {
     /// Documents in the index (exported canonicals).
     pub documents: i64,
     /// Their lengths in tokens, summed.
     pub length: i64,
+    /// Their postings (distinct terms per document), summed: the index's entries, for
+    /// `webindex stats`. A cell written without it reads as 0.
+    pub postings: i64,
 }
 
 impl CorpusCounts {
-    /// `<documents> <length>`.
+    /// `<documents> <length> <postings>`.
     pub fn encode(&self) -> Bytes {
-        format!("{} {}", self.documents, self.length).into()
+        format!("{} {} {}", self.documents, self.length, self.postings).into()
     }
 
-    /// Decodes [`CorpusCounts::encode`]; malformed bytes read as zero.
+    /// Decodes [`CorpusCounts::encode`] (and its two-field form, without postings); malformed
+    /// bytes read as zero.
     pub fn decode(bytes: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(bytes);
-        let mut parts = text.split(' ').map(|p| p.parse().ok());
-        match (parts.next().flatten(), parts.next().flatten()) {
-            (Some(documents), Some(length)) => Self { documents, length },
-            _ => Self::default(),
+        Self::parse(bytes).unwrap_or_default()
+    }
+
+    /// Decodes [`CorpusCounts::encode`]; `None` when `bytes` are not its form.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let fields: Vec<i64> = text
+            .split(' ')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        match fields[..] {
+            [documents, length] => Some(Self {
+                documents,
+                length,
+                postings: 0,
+            }),
+            [documents, length, postings] => Some(Self {
+                documents,
+                length,
+                postings,
+            }),
+            _ => None,
         }
     }
 
@@ -420,6 +441,7 @@ impl CorpusCounts {
         Self {
             documents: self.documents + other.documents,
             length: self.length + other.length,
+            postings: self.postings + other.postings,
         }
     }
 }
@@ -569,8 +591,17 @@ mod tests {
         let counts = CorpusCounts {
             documents: 3,
             length: 99,
+            postings: 40,
         };
         assert_eq!(CorpusCounts::decode(&counts.encode()), counts);
+        assert_eq!(
+            CorpusCounts::parse(b"3 99"),
+            Some(CorpusCounts {
+                postings: 0,
+                ..counts
+            })
+        );
+        assert_eq!(CorpusCounts::parse(b"3 99 1 2"), None);
 
         for garbage in [
             &b"\xff\xfe"[..],

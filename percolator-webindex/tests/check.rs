@@ -22,11 +22,30 @@ use percolator_webindex::schema::{
     INDEX_QUEUE, LINKS, SUMMARY, from_column, index_shard, parse_chunk_key, queued_column,
     shard_key,
 };
+use percolator_webindex::sizes::{SIZES, SizeCounts, TOTAL};
 use percolator_webindex::terms::{AnchorTerms, CorpusCounts};
 use percolator_webindex::{self as webindex, synthetic::SyntheticCrawl};
 
 async fn violations(client: &Client<MemStore>) -> Vec<String> {
-    webindex::check(client).await.unwrap().violations
+    webindex::check(client)
+        .await
+        .unwrap()
+        .violations
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Asserts that `found` is one violation per `(what, row)`, in order, each saying `what` and
+/// naming `row` (as the check names rows: `table:"row"`).
+fn assert_found(found: &[String], expected: &[(&str, String)]) {
+    assert_eq!(found.len(), expected.len(), "{found:?}");
+    for (v, (what, row)) in found.iter().zip(expected) {
+        assert!(
+            v.contains(what) && v.contains(row.as_str()),
+            "{what} at {row}: {found:?}"
+        );
+    }
 }
 
 /// A small crawl indexed until idle, its observers stopped, every invariant holding.
@@ -133,7 +152,9 @@ async fn tampered_index_is_caught() {
     .await;
     let found = violations(&client).await;
     assert!(
-        found.iter().any(|v| v.contains("1 index entries missing")),
+        found
+            .iter()
+            .any(|v| v.contains("index entries missing for a canonical's terms (1)")),
         "{found:?}"
     );
 
@@ -143,11 +164,10 @@ async fn tampered_index_is_caught() {
     })
     .await;
     let found = violations(&client).await;
-    assert!(found.iter().any(|v| v.contains("missing")), "{found:?}");
     assert!(
         found
             .iter()
-            .any(|v| v.contains("non-canonical documents or absent terms")),
+            .any(|v| v.contains("index entries are not the canonical's terms and counts (1)")),
         "{found:?}"
     );
 
@@ -161,7 +181,9 @@ async fn tampered_index_is_caught() {
     .await;
     let found = violations(&client).await;
     assert!(
-        found.iter().any(|v| v.contains("1 index entries missing")),
+        found
+            .iter()
+            .any(|v| v.contains("index entries are not the canonical's terms and counts (1)")),
         "{found:?}"
     );
     edit_chunk(&client, &term, &chunk, |c| {
@@ -177,9 +199,10 @@ async fn tampered_index_is_caught() {
     .await;
     let found = violations(&client).await;
     assert!(
-        found
-            .iter()
-            .any(|v| v.contains("1 index entries name an empty or missing slot")),
+        found.iter().any(
+            |v| v.contains("posting names an empty or missing slot of its chunk (1)")
+                && v.contains("slot 999999")
+        ),
         "{found:?}"
     );
     edit_chunk(&client, &term, &chunk, |c| {
@@ -210,7 +233,9 @@ async fn tampered_index_is_caught() {
     .await;
     let found = violations(&client).await;
     assert!(
-        found.iter().any(|v| v.contains("1 index entries missing")),
+        found
+            .iter()
+            .any(|v| v.contains("index entries missing for a canonical's terms (1)")),
         "{found:?}"
     );
     let mut moved = RareChunk::default();
@@ -231,7 +256,8 @@ async fn tampered_index_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.contains(&format!("holds term {rare_term:?} of another bucket"))),
+            .any(|v| v.contains("bucket holds a term of another bucket")
+                && v.contains(&format!("(term {rare_term:?})"))),
         "{found:?}"
     );
     set_cell(&client, INDEX, &elsewhere, &bucket.column, None).await;
@@ -248,7 +274,9 @@ async fn tampered_index_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.starts_with("index chunk ~rare/") && v.contains("malformed")),
+            .any(|v| v.contains("index cell does not decode")
+                && v.contains("index:\"~rare/")
+                && v.contains("malformed")),
         "{found:?}"
     );
     put_back(&client, INDEX, &bucket).await;
@@ -271,13 +299,13 @@ async fn tampered_index_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.contains(&format!("lists cluster {ghost} whose postings are in None"))),
+            .any(|v| v.contains(&format!("cluster \"{ghost}\" is posted in none"))),
         "{found:?}"
     );
     assert!(
         found
             .iter()
-            .any(|v| v.contains("1 cluster(s) in a chunk of another shard")),
+            .any(|v| v.contains("chunk lists a cluster of another shard (1)")),
         "{found:?}"
     );
     let mut t = client.begin().await.unwrap();
@@ -307,13 +335,14 @@ async fn tampered_index_is_caught() {
     assert!(
         found
             .iter()
-            .any(|v| v.starts_with("index chunk zzz-not-a-term/") && v.contains("version Some(7)")),
+            .any(|v| v.contains("index:\"zzz-not-a-term\" chunk") && v.contains("version Some(7)")),
         "{found:?}"
     );
     assert!(
         found
             .iter()
-            .any(|v| v.contains("1 cluster(s) still queued for the inverter")),
+            .any(|v| v.contains("cluster still queued for the inverter (1)")
+                && v.contains("index_queue:\"shard-00\" (cluster \"0123\")")),
         "{found:?}"
     );
 }
@@ -335,8 +364,11 @@ async fn tampered_links_are_caught() {
         .find(|c| c.row == forwarded.row && c.column.as_ref() == FORWARDED_TO)
         .unwrap()
         .clone();
-    let target = String::from_utf8_lossy(&forwarded.row).into_owned();
-    let canonical = String::from_utf8_lossy(&forwarded_to.value).into_owned();
+    let target = format!("links:{:?}", String::from_utf8_lossy(&forwarded.row));
+    let canonical = format!(
+        "anchor_terms:{:?}",
+        String::from_utf8_lossy(&forwarded_to.value)
+    );
 
     // What the target says it forwarded counted wrong: its canonical's terms are still right.
     let mut wrong = AnchorTerms::decode(&forwarded.value);
@@ -349,11 +381,12 @@ async fn tampered_links_are_caught() {
         Some(wrong.encode()),
     )
     .await;
-    assert_eq!(
-        violations(&client).await,
-        vec![format!(
-            "the anchor terms forwarded from {target} are not those of its links"
-        )]
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "anchor terms forwarded are not those of the target's links",
+            target.clone(),
+        )],
     );
     set_cell(
         &client,
@@ -374,12 +407,12 @@ async fn tampered_links_are_caught() {
         Some(Bytes::from_static(b"http://nowhere.example/")),
     )
     .await;
-    assert_eq!(
-        violations(&client).await,
-        vec![format!(
-            "links to {target} are forwarded to Some(\"http://nowhere.example/\"), not to its \
-             canonical {canonical}"
-        )]
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "links are not forwarded to their target's canonical",
+            format!("{target} (forwarded to \"http://nowhere.example/\", canonical"),
+        )],
     );
     set_cell(
         &client,
@@ -400,12 +433,23 @@ async fn tampered_links_are_caught() {
         Some(Bytes::from_static(b"more anchor text")),
     )
     .await;
-    assert_eq!(
-        violations(&client).await,
-        vec![
-            format!("the anchor terms forwarded from {target} are not those of its links"),
-            format!("the anchor terms of {canonical} are not those of the links to its cluster"),
-        ]
+    assert_found(
+        &violations(&client).await,
+        &[
+            (
+                "anchor terms forwarded are not those of the target's links",
+                target.clone(),
+            ),
+            (
+                "anchor terms are not those of the links to the cluster",
+                canonical.clone(),
+            ),
+            // The link counts too: the kept anchors are one short.
+            (
+                "kept size is not the size counted",
+                "sizes (inlinks)".to_owned(),
+            ),
+        ],
     );
     set_cell(&client, LINKS, &forwarded.row, &extra, None).await;
     assert_eq!(violations(&client).await, Vec::<String>::new());
@@ -420,11 +464,12 @@ async fn tampered_links_are_caught() {
         Some(forwarded_to.value.clone()),
     )
     .await;
-    assert_eq!(
-        violations(&client).await,
-        vec![format!(
-            "http://nowhere.example/ has no links but forwards anchor terms to Some({canonical:?})"
-        )]
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "target without links forwards anchor terms",
+            "links:\"http://nowhere.example/\" (forwarded to \"".to_owned(),
+        )],
     );
 }
 
@@ -442,7 +487,7 @@ async fn tampered_summaries_are_caught() {
         .await
         .unwrap();
     drop(txn);
-    let canonical = String::from_utf8_lossy(&victim.row).into_owned();
+    let canonical = format!("anchor_terms:{:?}", String::from_utf8_lossy(&victim.row));
 
     // A canonical's anchor terms counted wrong.
     let mut wrong = AnchorTerms::decode(&victim.value);
@@ -451,11 +496,12 @@ async fn tampered_summaries_are_caught() {
     t.set(ANCHOR_TERMS, &victim.row, SUMMARY, wrong.encode())
         .unwrap();
     t.commit().await.unwrap();
-    assert_eq!(
-        violations(&client).await,
-        vec![format!(
-            "the anchor terms of {canonical} are not those of the links to its cluster"
-        )]
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "anchor terms are not those of the links to the cluster",
+            canonical,
+        )],
     );
     let mut t = client.begin().await.unwrap();
     t.set(ANCHOR_TERMS, &victim.row, SUMMARY, victim.value.clone())
@@ -469,21 +515,148 @@ async fn tampered_summaries_are_caught() {
     let mut t = client.begin().await.unwrap();
     let more = counts.plus(CorpusCounts {
         documents: 1,
-        length: 0,
+        ..CorpusCounts::default()
     });
     t.set(CORPUS, &shard.row, COUNTS, more.encode()).unwrap();
     t.commit().await.unwrap();
-    let found = violations(&client).await;
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("corpus counts say"), "{found:?}");
+    let shard_name = format!("corpus:{:?}", String::from_utf8_lossy(&shard.row));
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "corpus counts are not those of the shard's indexed clusters (1)",
+            shard_name.clone(),
+        )],
+    );
     let other = &corpus[1];
     let less = CorpusCounts::decode(&other.value).plus(CorpusCounts {
         documents: -1,
-        length: 0,
+        ..CorpusCounts::default()
     });
     let mut t = client.begin().await.unwrap();
     t.set(CORPUS, &other.row, COUNTS, less.encode()).unwrap();
     t.commit().await.unwrap();
+    // The totals agree; each shard is named.
     let found = violations(&client).await;
-    assert!(found[0].ends_with("(in other shards)"), "{found:?}");
+    assert_found(
+        &found,
+        &[(
+            "corpus counts are not those of the shard's indexed clusters (2)",
+            shard_name,
+        )],
+    );
+    assert!(
+        found[0].contains(&format!("corpus:{:?}", String::from_utf8_lossy(&other.row))),
+        "{found:?}"
+    );
+}
+
+/// Invariant 8: the kept sizes are recounted; a size kept wrong, and a cell of `sizes` that
+/// does not decode, are named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_sizes_are_caught() {
+    let client = indexed().await;
+    let txn = client.begin().await.unwrap();
+    let kept = webindex::sizes::read(&txn).await.unwrap();
+    let totals = txn
+        .scan::<&str>(SIZES, .., Columns::one(TOTAL))
+        .await
+        .unwrap();
+    drop(txn);
+    let report = webindex::check(&client).await.unwrap();
+    assert_eq!(kept.documents, report.summary.processed as i64);
+    assert_eq!(kept.inlinks, report.summary.inlinks as i64);
+    assert_eq!(kept.link_targets, report.summary.link_targets as i64);
+    assert_eq!(kept.clusters, report.summary.clusters as i64);
+    assert_eq!(kept.postings, report.summary.postings as i64);
+    assert!(report.observer_runs > 0 && report.observer_runs <= report.observed_changes);
+
+    // One more document kept than there is.
+    let total = &totals[0];
+    let wrong = SizeCounts::decode(&total.value).unwrap().plus(SizeCounts {
+        documents: 1,
+        ..SizeCounts::default()
+    });
+    set_cell(&client, SIZES, &total.row, TOTAL, Some(wrong.encode())).await;
+    let counted = report.summary.processed;
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "kept size is not the size counted (1)",
+            format!("sizes (documents): kept {}, counted {counted}", counted + 1),
+        )],
+    );
+    put_back(&client, SIZES, total).await;
+
+    // A delta that does not decode.
+    let bad = webindex::sizes::delta_column(7);
+    set_cell(
+        &client,
+        SIZES,
+        &total.row,
+        &bad,
+        Some(Bytes::from_static(b"1 x")),
+    )
+    .await;
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "kept size does not decode (1)",
+            format!(
+                "sizes:{:?} (column \"d:0000000000000007\")",
+                String::from_utf8_lossy(&total.row)
+            ),
+        )],
+    );
+}
+
+/// Pages stored under keys of any bytes (a `\n`, a tab and quotes, bytes that are not UTF-8,
+/// a key that is no URL at all), written past the loader's URL check as another program on
+/// the store could, are indexed like the rest: every invariant holds, the corpus counts
+/// included. A violation at such a row names it with its bytes escaped, on one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_keys_of_any_bytes_never_break_the_check() {
+    use percolator_webindex::schema::{DOCUMENTS, HASH, RAW};
+
+    let store = Arc::new(MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(20, 9);
+    let pages = crawl.initial().map(Ok::<_, std::convert::Infallible>);
+    webindex::load_pages(&client, pages, 4, |_, _| {})
+        .await
+        .unwrap();
+    let keys: [&[u8]; 5] = [
+        b"http://odd.example/a\nb",
+        b"http://odd.example/\t\"quoted\"\\",
+        b"http://odd.example/\xff\xfe",
+        b"not a url at all",
+        b"\x00\x01",
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        let html = format!(
+            "<title>odd {i}</title><p>oddword{i} shared words here</p>\
+             <a href=\"rel/{i}\">relative</a> <a href=\"{}\">home</a>",
+            crawl.url(0)
+        );
+        let mut txn = client.begin().await.unwrap();
+        txn.set(DOCUMENTS, key, RAW, html).unwrap();
+        txn.commit().await.unwrap();
+    }
+    idle(&runtime).await;
+    runtime.shutdown().await.unwrap();
+    let report = webindex::check(&client).await.unwrap();
+    assert_eq!(report.violations, vec![], "{:?}", report.violations);
+    assert_eq!(report.summary.documents, 25, "{:?}", report.summary);
+
+    let mut t = client.begin().await.unwrap();
+    t.delete(DOCUMENTS, keys[0], HASH).unwrap();
+    t.commit().await.unwrap();
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains(r#"documents:"http://odd.example/a\nb""#)),
+        "the row is named, escaped: {found:?}"
+    );
+    assert!(found.iter().all(|v| !v.contains('\n')), "{found:?}");
 }

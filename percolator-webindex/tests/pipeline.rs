@@ -181,3 +181,57 @@ async fn a_query_too_broad_for_its_budget_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The size folder on a store with few operations per row mutation folds a few deltas a run
+/// (3 here) and notifies itself for the rest; each run adds to the whole kept total, so after
+/// two rounds of 20 transactions the total is exactly their sum and nothing is left unfolded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_folds_keep_the_whole_total_under_tight_limits() {
+    use percolator_core::StoreLimits;
+    use percolator_core::conformance::faulty::FaultyStore;
+    use percolator_observers::Observers;
+    use percolator_webindex::pipeline::SizeFolder;
+    use percolator_webindex::sizes::{self, SizeCounts};
+    use std::sync::Arc;
+
+    let store = Arc::new(FaultyStore::new(Arc::new(
+        percolator_backend_mem::MemStore::new(),
+    )));
+    let limits = percolator_backend_mem::MEM_LIMITS;
+    store.set_limits(Some(
+        StoreLimits::new(limits.max_key_bytes, limits.max_value_bytes, 400)
+            .with_tracks_snapshot_reads(true)
+            .with_max_row_ops(10),
+    ));
+    let mut observers = Observers::new();
+    observers.register(SizeFolder).unwrap();
+    let runtime = start(&store, observers).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let one = SizeCounts {
+        documents: 1,
+        inlinks: 2,
+        link_targets: -1,
+    };
+    for _round in 0..2 {
+        for _ in 0..20 {
+            let mut txn = client.begin().await.unwrap();
+            sizes::add(&mut txn, one).unwrap();
+            txn.commit().await.unwrap();
+        }
+        idle(&runtime).await;
+    }
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
+    let txn = client.begin().await.unwrap();
+    let kept = sizes::read(&txn).await.unwrap();
+    assert_eq!(
+        (
+            kept.documents,
+            kept.inlinks,
+            kept.link_targets,
+            kept.unfolded
+        ),
+        (40, 80, -40, 0),
+        "{kept:?}"
+    );
+}

@@ -415,7 +415,7 @@ pub async fn run<S: RowStore>(
         disk_per_html: disk.map(|d| d as f64 / html_bytes.max(1) as f64),
         stored,
         summary: report.summary,
-        violations: report.violations,
+        violations: report.violations.iter().map(ToString::to_string).collect(),
         query_latency,
     })
 }

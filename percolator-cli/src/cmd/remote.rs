@@ -16,7 +16,8 @@ use percolator_webindex::{
 
 use crate::cmd::webindex::{LoadArgs, WebindexCommand, search_options};
 use crate::output::{
-    invariants_verdict, load_table, out, outln, print_results, summary_table, table, term_safe,
+    check_verdict, load_table, out, outln, print_results, sizes_table, summary_table, table,
+    term_safe,
 };
 use crate::{Cli, CliError, Command};
 
@@ -80,7 +81,7 @@ pub fn server_for(cli: &Cli, db: Option<&Path>) -> Result<Option<Remote>, CliErr
     }
     if recorded.is_some() {
         return Err(format!(
-            "{} is owned by the server at {url} (`percolator serve`): use `webindex load|query|delete|stats` or `status`, which go through it, or stop it first",
+            "{} is owned by the server at {url} (`percolator serve`): use `webindex load|query|delete|stats|check` or `status`, which go through it, or stop it first",
             db.map_or_else(|| cli.db.display().to_string(), |d| d.display().to_string())
         )
         .into());
@@ -96,6 +97,7 @@ fn routable(command: &Command) -> bool {
                 | WebindexCommand::Query(_)
                 | WebindexCommand::Delete { .. }
                 | WebindexCommand::Stats
+                | WebindexCommand::Check
         ),
         Command::Status => true,
         _ => false,
@@ -133,16 +135,21 @@ pub async fn run(remote: &Remote, cli: &Cli) -> Result<ExitCode, CliError> {
             }
             WebindexCommand::Stats => {
                 let stats = remote.stats().await?;
-                out!("{}", summary_table(&stats.report.summary));
-                if stats.pending > 0 {
+                out!("{}", sizes_table(&stats.sizes, stats.pending));
+                Ok(ExitCode::SUCCESS)
+            }
+            WebindexCommand::Check => {
+                let checked = remote.check().await?;
+                out!("{}", summary_table(&checked.report.summary));
+                if checked.pending > 0 {
                     outln!(
-                        "invariants: not checked — {} notification(s) pending; the server is working them off ({} difference(s) now)",
-                        stats.pending,
-                        stats.report.violations.len()
+                        "invariants: not judged — {} notification(s) pending; the server is working them off ({} difference(s) now)",
+                        checked.pending,
+                        checked.report.violations.len()
                     );
                     return Ok(ExitCode::from(2));
                 }
-                Ok(invariants_verdict(&stats.report))
+                Ok(check_verdict(&checked.report))
             }
             WebindexCommand::Load(args) => load(remote, args).await,
             _ => Err("this command does not run through a server".into()),

@@ -3,21 +3,21 @@
 //! chunk directories are held, one line per cluster, like the walk's documents.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::Bound;
 
 use bytes::Bytes;
-use percolator_core::{Columns, Result, RowStore, Transaction};
+use percolator_core::{Result, RowStore, Transaction};
 
-use super::walk::{PAGE_ROWS, TermPrint, Walk, for_each_item};
-use super::{IndexSummary, lossy};
+use super::IndexSummary;
+use super::violations::{Violations, at, cell, escaped, row_name};
+use super::walk::{ProgressFn, TermPrint, Walk, for_each_item};
 use crate::postings::{Directory, PostingChunk, RareChunk, is_rare_row, rare_row};
 use crate::schema::*;
 use crate::terms::{CorpusCounts, encode_posting};
 
 /// Reads the chunk directories (`index_docs`) for invariants 4 and 7, and checks the part of
-/// invariant 7 they hold: each row is a chunk key, and each cluster a chunk lists names that
-/// chunk in `clusters:posted` (`posted`). Returns the directories by chunk, and how many
-/// listed clusters are in a chunk of another shard than their own.
+/// invariant 7 they hold: each row is a chunk key, each cluster a chunk lists hashes to the
+/// chunk's shard and names that chunk in `clusters:posted` (`posted`). Returns the
+/// directories by chunk.
 ///
 /// It holds because the inverter writes a new chunk's directory and sets `clusters:posted` of
 /// each of its clusters to that chunk in one transaction, and empties a cluster's slot in its
@@ -27,31 +27,51 @@ use crate::terms::{CorpusCounts, encode_posting};
 pub(super) async fn read_directories<S: RowStore>(
     txn: &Transaction<S>,
     posted: &BTreeMap<Bytes, Bytes>,
-    violations: &mut Vec<String>,
-) -> Result<(HashMap<Bytes, Directory>, usize)> {
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
+) -> Result<HashMap<Bytes, Directory>> {
     // The chunk directories name the clusters (one line per cluster: bounded like the
     // documents).
     let mut directories: HashMap<Bytes, Directory> = HashMap::new();
-    let mut misplaced = 0usize;
-    for_each_item(txn, INDEX_DOCS, |item| {
+    for_each_item(txn, INDEX_DOCS, None, progress, |item| {
         let directory = Directory::decode(&item.value);
         match parse_chunk_key(&item.row) {
-            None => violations.push(format!(
-                "index_docs row {:?} is not a chunk key",
-                lossy(&item.row)
-            )),
+            None => violations.add(
+                7,
+                "chunk directory under a row that is not a chunk key",
+                row_name(INDEX_DOCS, &item.row),
+            ),
             Some((shard, _)) => {
                 for cluster in directory.clusters.iter().filter(|c| !c.is_empty()) {
                     if index_shard(cluster) != shard {
-                        misplaced += 1;
+                        violations.add(
+                            7,
+                            "chunk lists a cluster of another shard",
+                            at(
+                                INDEX_DOCS,
+                                &item.row,
+                                format_args!(
+                                    "cluster {} is of shard {}",
+                                    escaped(cluster),
+                                    index_shard(cluster)
+                                ),
+                            ),
+                        );
                     }
                     if posted.get(cluster) != Some(&item.row) {
-                        violations.push(format!(
-                            "chunk {} lists cluster {} whose postings are in {:?}",
-                            lossy(&item.row),
-                            lossy(cluster),
-                            posted.get(cluster).map(|c| lossy(c))
-                        ));
+                        violations.add(
+                            7,
+                            "chunk lists a cluster whose postings are in another chunk",
+                            at(
+                                INDEX_DOCS,
+                                &item.row,
+                                format_args!(
+                                    "cluster {} is posted in {}",
+                                    escaped(cluster),
+                                    cell(posted.get(cluster).map(|c| &c[..]))
+                                ),
+                            ),
+                        );
                     }
                 }
             }
@@ -59,88 +79,96 @@ pub(super) async fn read_directories<S: RowStore>(
         directories.insert(item.row, directory);
     })
     .await?;
-    Ok((directories, misplaced))
+    Ok(directories)
+}
+
+/// The `index` row and column of an index cell, for a violation.
+fn index_cell(row: &[u8], chunk: &[u8]) -> String {
+    format!("{} chunk {}", row_name(INDEX, row), escaped(chunk))
 }
 
 /// Reads the index (`index`) a page at a time for invariants 4 and 7, and checks the part of
-/// invariant 7 it holds: every chunk cell decodes, and a bucket holds only terms of its own.
-/// Counts the distinct terms and the postings. Returns, per cluster its `directories` name,
-/// the print of its postings (term and posting), and how many postings name an empty or
-/// missing slot of their chunk.
+/// invariant 7 it holds: every chunk cell decodes, a bucket holds only terms of its own, and
+/// every posting names a listed slot of its chunk. Counts the distinct terms and the postings.
+/// Returns, per cluster its `directories` name, the print of its postings (term and posting).
 ///
 /// It holds because only the inverter writes the index, with the encodings these decode, and
 /// puts a term rare in a chunk in the bucket of that term ([`rare_row`]).
 pub(super) async fn read_postings<S: RowStore>(
     txn: &Transaction<S>,
     directories: &HashMap<Bytes, Directory>,
+    progress: ProgressFn<'_>,
     summary: &mut IndexSummary,
-    violations: &mut Vec<String>,
-) -> Result<(HashMap<Bytes, TermPrint>, usize)> {
+    violations: &mut Violations,
+) -> Result<HashMap<Bytes, TermPrint>> {
     let mut found: HashMap<Bytes, TermPrint> = HashMap::new();
-    let mut start = Bound::Unbounded;
     // Distinct terms, by 64-bit hash (a term is in its own row, its bucket's, or both).
     let mut terms: HashSet<u64> = HashSet::new();
-    let mut orphans = 0usize;
-    loop {
-        let page = txn.scan_page(INDEX, start, Columns::All, PAGE_ROWS).await?;
-        for item in page.items {
-            // An own-row cell holds one term's postings; a bucket cell those of its rare terms.
-            let decoded = if is_rare_row(&item.row) {
-                RareChunk::decode(&item.value).map(|bucket| {
-                    bucket
-                        .terms
-                        .into_iter()
-                        .map(|(term, postings)| (Bytes::from(term), postings))
-                        .collect::<Vec<_>>()
-                })
-            } else {
-                PostingChunk::decode(&item.value).map(|chunk| vec![(item.row.clone(), chunk)])
-            };
-            let decoded = match decoded {
-                Ok(decoded) => decoded,
-                Err(e) => {
-                    violations.push(format!(
-                        "index chunk {}/{}: {e}",
-                        lossy(&item.row),
-                        lossy(&item.column)
-                    ));
-                    continue;
-                }
-            };
-            let directory = directories.get(&item.column);
-            for (term, chunk) in decoded {
-                if is_rare_row(&item.row) && rare_row(&String::from_utf8_lossy(&term)) != item.row {
-                    violations.push(format!(
-                        "index bucket {}/{} holds term {:?} of another bucket",
-                        lossy(&item.row),
-                        lossy(&item.column),
-                        lossy(&term)
-                    ));
-                    continue;
-                }
-                terms.insert(xxhash_rust::xxh3::xxh3_64(&term));
-                for (slot, posting) in chunk.postings {
-                    summary.postings += 1;
-                    match directory
-                        .and_then(|d| d.cluster(slot))
-                        .filter(|c| !c.is_empty())
-                    {
-                        Some(cluster) => found
-                            .entry(cluster.clone())
-                            .or_default()
-                            .add_pair(&term, &encode_posting(posting.counts, posting.length)),
-                        None => orphans += 1,
-                    }
+    for_each_item(txn, INDEX, None, progress, |item| {
+        // An own-row cell holds one term's postings; a bucket cell those of its rare terms.
+        let decoded = if is_rare_row(&item.row) {
+            RareChunk::decode(&item.value).map(|bucket| {
+                bucket
+                    .terms
+                    .into_iter()
+                    .map(|(term, postings)| (Bytes::from(term), postings))
+                    .collect::<Vec<_>>()
+            })
+        } else {
+            PostingChunk::decode(&item.value).map(|chunk| vec![(item.row.clone(), chunk)])
+        };
+        let decoded = match decoded {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                violations.add(
+                    7,
+                    "index cell does not decode",
+                    format!("{} ({e})", index_cell(&item.row, &item.column)),
+                );
+                return;
+            }
+        };
+        let directory = directories.get(&item.column);
+        for (term, chunk) in decoded {
+            if is_rare_row(&item.row) && rare_row(&String::from_utf8_lossy(&term)) != item.row {
+                violations.add(
+                    7,
+                    "bucket holds a term of another bucket",
+                    format!(
+                        "{} (term {})",
+                        index_cell(&item.row, &item.column),
+                        escaped(&term)
+                    ),
+                );
+                continue;
+            }
+            terms.insert(xxhash_rust::xxh3::xxh3_64(&term));
+            for (slot, posting) in chunk.postings {
+                summary.postings += 1;
+                match directory
+                    .and_then(|d| d.cluster(slot))
+                    .filter(|c| !c.is_empty())
+                {
+                    Some(cluster) => found
+                        .entry(cluster.clone())
+                        .or_default()
+                        .add_pair(&term, &encode_posting(posting.counts, posting.length)),
+                    None => violations.add(
+                        7,
+                        "posting names an empty or missing slot of its chunk",
+                        format!(
+                            "{} (term {}, slot {slot})",
+                            index_cell(&item.row, &item.column),
+                            escaped(&term)
+                        ),
+                    ),
                 }
             }
         }
-        match page.next {
-            Some(next) => start = next,
-            None => break,
-        }
-    }
+    })
+    .await?;
     summary.terms = terms.len();
-    Ok((found, orphans))
+    Ok(found)
 }
 
 /// Checks the part of invariant 7 that `clusters:posted` holds: a cluster has postings in a
@@ -149,20 +177,24 @@ pub(super) async fn read_postings<S: RowStore>(
 /// It holds because the exporter queues every cluster whose canonical changes, and the
 /// inverter, once the queue is empty (the rest of invariant 7), has set `posted` for each
 /// cluster it indexed and deleted it for each cluster that left.
-pub(super) fn check_posted(walk: &Walk, violations: &mut Vec<String>) {
+pub(super) fn check_posted(walk: &Walk, violations: &mut Violations) {
     let (canonicals, posted) = (&walk.canonicals, &walk.posted);
     for (hash, chunk) in posted {
         if !canonicals.contains_key(hash) {
-            violations.push(format!(
-                "cluster {} has no canonical but its postings are in {}",
-                lossy(hash),
-                lossy(chunk)
-            ));
+            violations.add(
+                7,
+                "cluster without a canonical is posted in a chunk",
+                at(CLUSTERS, hash, format_args!("posted in {}", escaped(chunk))),
+            );
         }
     }
     for hash in canonicals.keys() {
         if !posted.contains_key(hash) {
-            violations.push(format!("cluster {} is in no chunk", lossy(hash)));
+            violations.add(
+                7,
+                "cluster with a canonical is in no chunk",
+                row_name(CLUSTERS, hash),
+            );
         }
     }
 }
@@ -170,7 +202,7 @@ pub(super) fn check_posted(walk: &Walk, violations: &mut Vec<String>) {
 /// Checks invariant 4 (the index holds the canonicals' terms): per cluster, the print of the
 /// postings [`read_postings`] found is that of its canonical document's terms, each with the
 /// term's counts and the document's length; postings of clusters without a canonical are
-/// stray. Reports the entries missing and stray in all.
+/// stray.
 ///
 /// It holds because the exporter records a cluster's canonical terms (`clusters:exported`)
 /// and queues the cluster whenever its canonical changes, and the inverter posts those terms
@@ -179,118 +211,149 @@ pub(super) fn check_posted(walk: &Walk, violations: &mut Vec<String>) {
 pub(super) fn check_index_terms(
     walk: &Walk,
     mut found: HashMap<Bytes, TermPrint>,
-    violations: &mut Vec<String>,
+    violations: &mut Violations,
 ) {
     let (docs, canonicals) = (&walk.docs, &walk.canonicals);
-    let (mut missing, mut stray) = (0usize, 0usize);
     for (hash, canonical) in canonicals {
         let expected = docs
             .get(canonical)
-            .and_then(|d| d.2)
+            .and_then(|d| d.terms)
             .map(|(print, _)| print)
             .unwrap_or_default();
         let got = found.remove(hash).unwrap_or_default();
+        let details = || {
+            at(
+                CLUSTERS,
+                hash,
+                format_args!(
+                    "canonical {}: {} terms, {} postings",
+                    escaped(canonical),
+                    expected.count,
+                    got.count
+                ),
+            )
+        };
         if got.count < expected.count {
-            missing += expected.count - got.count;
+            violations.add_n(
+                4,
+                "index entries missing for a canonical's terms",
+                (expected.count - got.count) as u64,
+                details(),
+            );
         } else if got.count > expected.count {
-            stray += got.count - expected.count;
+            violations.add_n(
+                4,
+                "index entries for terms the canonical does not have",
+                (got.count - expected.count) as u64,
+                details(),
+            );
         } else if got.sum != expected.sum {
-            // As many postings as terms, but not the same ones (or other counts).
-            missing += 1;
-            stray += 1;
+            violations.add(
+                4,
+                "index entries are not the canonical's terms and counts",
+                details(),
+            );
         }
     }
-    stray += found.values().map(|p| p.count).sum::<usize>();
-    if missing > 0 {
-        violations.push(format!(
-            "{missing} index entries missing for canonical documents' terms"
-        ));
-    }
-    if stray > 0 {
-        violations.push(format!(
-            "{stray} index entries for non-canonical documents or absent terms (or clusters)"
-        ));
-    }
-}
-
-/// Checks the part of invariant 7 that the slots hold: no cluster is listed in a chunk of
-/// another shard (`misplaced`, from [`read_directories`]), and no posting names an empty or
-/// missing slot (`orphans`, from [`read_postings`]).
-///
-/// It holds because a shard's inverter builds its chunks from the clusters queued in its
-/// shard, and removes a cluster's postings from its old chunk in the transaction that empties
-/// its slot there.
-pub(super) fn check_chunk_slots(misplaced: usize, orphans: usize, violations: &mut Vec<String>) {
-    if misplaced > 0 {
-        violations.push(format!(
-            "{misplaced} cluster(s) in a chunk of another shard than their own"
-        ));
-    }
-    if orphans > 0 {
-        violations.push(format!(
-            "{orphans} index entries name an empty or missing slot of their chunk"
-        ));
+    let mut stray: Vec<(Bytes, TermPrint)> = found.into_iter().collect();
+    stray.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (hash, print) in stray {
+        violations.add_n(
+            4,
+            "index entries of a cluster without a canonical",
+            print.count as u64,
+            at(CLUSTERS, &hash, format_args!("{} postings", print.count)),
+        );
     }
 }
 
-/// Checks the exports behind invariant 4: as many clusters have an `exported` cell as have a
-/// canonical.
+/// Checks the exports behind invariant 4: a cluster has an `exported` cell exactly when it has
+/// a canonical.
 ///
 /// It holds because the exporter, observing `clusters:canonical`, writes `exported` when the
 /// cluster has a canonical and deletes it when the canonical is deleted.
-pub(super) fn check_exported(walk: &Walk, violations: &mut Vec<String>) {
-    let (exported_clusters, canonicals) = (walk.exported_clusters, &walk.canonicals);
-    if exported_clusters != canonicals.len() {
-        violations.push(format!(
-            "{exported_clusters} clusters exported, {} have a canonical",
-            canonicals.len()
-        ));
+pub(super) fn check_exported(walk: &Walk, violations: &mut Violations) {
+    let (exported, canonicals) = (&walk.exported, &walk.canonicals);
+    for hash in canonicals.keys().filter(|h| !exported.contains(*h)) {
+        violations.add(
+            4,
+            "cluster with a canonical is not exported",
+            row_name(CLUSTERS, hash),
+        );
+    }
+    for hash in exported.iter().filter(|h| !canonicals.contains_key(*h)) {
+        violations.add(
+            4,
+            "cluster without a canonical is exported",
+            row_name(CLUSTERS, hash),
+        );
     }
 }
 
 /// Checks invariant 6 (corpus counts): each shard's `corpus:counts` is the number of clusters
-/// hashing to it with a canonical, and the sum of their canonicals' lengths. Streams `corpus`
-/// (a row per shard).
+/// hashing to it with a canonical, the sum of their canonicals' lengths and of their terms
+/// (postings). Streams `corpus` (a row per shard).
 ///
 /// It holds because the inverter updates its shard's counts in the transaction that changes
-/// the shard's postings: one document and its length more for each cluster it posts, one and
-/// the old length less for each cluster whose postings it removes.
+/// the shard's postings: one document, its length and its terms more for each cluster it
+/// posts, and the old ones less for each cluster whose postings it removes.
 pub(super) async fn check_corpus_counts<S: RowStore>(
     txn: &Transaction<S>,
     walk: &Walk,
-    violations: &mut Vec<String>,
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
 ) -> Result<()> {
     let (docs, canonicals) = (&walk.docs, &walk.canonicals);
     let mut want: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
     for (hash, canonical) in canonicals {
-        let length = docs.get(canonical).and_then(|d| d.2).map_or(0, |(_, l)| l);
+        let (print, length) = docs
+            .get(canonical)
+            .and_then(|d| d.terms)
+            .unwrap_or_default();
         let shard = want.entry(shard_of(hash)).or_default();
         *shard = shard.plus(CorpusCounts {
             documents: 1,
             length: i64::from(length),
+            postings: i64::try_from(print.count).unwrap_or(i64::MAX),
         });
     }
     let mut got: BTreeMap<Bytes, CorpusCounts> = BTreeMap::new();
-    for_each_item(txn, CORPUS, |item| {
-        if item.column.as_ref() == COUNTS {
-            got.insert(item.row, CorpusCounts::decode(&item.value));
+    for_each_item(txn, CORPUS, None, progress, |item| {
+        if item.column.as_ref() != COUNTS {
+            return;
+        }
+        match CorpusCounts::parse(&item.value) {
+            Some(counts) => {
+                got.insert(item.row, counts);
+            }
+            None => violations.add(
+                6,
+                "corpus counts do not decode",
+                at(CORPUS, &item.row, escaped(&item.value)),
+            ),
         }
     })
     .await?;
-    got.retain(|_, c| *c != CorpusCounts::default());
-    if want != got {
-        let total = |m: &BTreeMap<Bytes, CorpusCounts>| {
-            m.values().fold(CorpusCounts::default(), |a, c| a.plus(*c))
-        };
-        let (w, g) = (total(&want), total(&got));
-        violations.push(format!(
-            "corpus counts say {} documents of {} tokens, the index has {} of {}{}",
-            g.documents,
-            g.length,
-            w.documents,
-            w.length,
-            if w == g { " (in other shards)" } else { "" }
-        ));
+    let shards: std::collections::BTreeSet<&Bytes> = want.keys().chain(got.keys()).collect();
+    for shard in shards {
+        let (w, g) = (
+            want.get(shard).copied().unwrap_or_default(),
+            got.get(shard).copied().unwrap_or_default(),
+        );
+        if w != g {
+            violations.add(
+                6,
+                "corpus counts are not those of the shard's indexed clusters",
+                at(
+                    CORPUS,
+                    shard,
+                    format_args!(
+                        "says {} documents, {} tokens, {} postings; the index has {}, {}, {}",
+                        g.documents, g.length, g.postings, w.documents, w.length, w.postings
+                    ),
+                ),
+            );
+        }
     }
     Ok(())
 }
@@ -303,17 +366,22 @@ pub(super) async fn check_corpus_counts<S: RowStore>(
 /// cluster has been applied.
 pub(super) async fn check_queue_empty<S: RowStore>(
     txn: &Transaction<S>,
-    violations: &mut Vec<String>,
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
 ) -> Result<()> {
-    let mut queued = 0usize;
-    for_each_item(txn, INDEX_QUEUE, |item| {
-        if item.column.starts_with(QUEUED_PREFIX) {
-            queued += 1;
+    for_each_item(txn, INDEX_QUEUE, None, progress, |item| {
+        if let Some(hash) = item.column.strip_prefix(QUEUED_PREFIX) {
+            violations.add(
+                7,
+                "cluster still queued for the inverter",
+                at(
+                    INDEX_QUEUE,
+                    &item.row,
+                    format_args!("cluster {}", escaped(hash)),
+                ),
+            );
         }
     })
     .await?;
-    if queued > 0 {
-        violations.push(format!("{queued} cluster(s) still queued for the inverter"));
-    }
     Ok(())
 }

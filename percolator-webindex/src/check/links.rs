@@ -8,8 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 use bytes::Bytes;
 use percolator_core::{Result, RowStore, Transaction};
 
-use super::walk::{Walk, for_each_item};
-use super::{IndexSummary, lossy};
+use super::IndexSummary;
+use super::violations::{Violations, at, cell, escaped};
+use super::walk::{ProgressFn, Walk, for_each_item};
 use crate::schema::*;
 use crate::terms::AnchorTerms;
 
@@ -47,13 +48,14 @@ impl ForwardedLinks {
 pub(super) async fn check_forwarded_links<S: RowStore>(
     txn: &Transaction<S>,
     walk: &Walk,
+    progress: ProgressFn<'_>,
     summary: &mut IndexSummary,
-    violations: &mut Vec<String>,
+    violations: &mut Violations,
 ) -> Result<HashMap<Bytes, (i64, u64)>> {
     let (docs, canonicals) = (&walk.docs, &walk.canonicals);
     let canonical_of = |url: &Bytes| -> Bytes {
         docs.get(url)
-            .and_then(|d| d.1.as_ref())
+            .and_then(|d| d.cluster.as_ref())
             .and_then(|h| canonicals.get(h))
             .cloned()
             .unwrap_or_else(|| url.clone())
@@ -64,38 +66,54 @@ pub(super) async fn check_forwarded_links<S: RowStore>(
     // to compare with its summary (prints add up, so no canonical's terms are held).
     let mut anchor_terms: HashMap<Bytes, (i64, u64)> = HashMap::new();
     let mut current: Option<ForwardedLinks> = None;
-    let mut finish = |target: Option<ForwardedLinks>, violations: &mut Vec<String>| {
+    let mut finish = |target: Option<ForwardedLinks>, violations: &mut Violations| {
         let Some(target) = target else { return };
         let canonical = canonical_of(&target.row);
         if target.anchors.anchors > 0 {
             summary.link_targets += 1;
             summary.inlinks += usize::try_from(target.anchors.anchors).unwrap_or(0);
             if target.forwarded_to.as_ref() != Some(&canonical) {
-                violations.push(format!(
-                    "links to {} are forwarded to {:?}, not to its canonical {}",
-                    lossy(&target.row),
-                    target.forwarded_to.as_deref().map(lossy),
-                    lossy(&canonical)
-                ));
+                violations.add(
+                    3,
+                    "links are not forwarded to their target's canonical",
+                    at(
+                        LINKS,
+                        &target.row,
+                        format_args!(
+                            "forwarded to {}, canonical {}",
+                            cell(target.forwarded_to.as_deref()),
+                            escaped(&canonical)
+                        ),
+                    ),
+                );
             }
             if target.forwarded.as_ref() != Some(&target.anchors) {
-                violations.push(format!(
-                    "the anchor terms forwarded from {} are not those of its links",
-                    lossy(&target.row)
-                ));
+                violations.add(
+                    3,
+                    "anchor terms forwarded are not those of the target's links",
+                    at(
+                        LINKS,
+                        &target.row,
+                        format_args!("{} anchors", target.anchors.anchors),
+                    ),
+                );
             }
             let (anchors, terms) = target.anchors.print();
             let sum = anchor_terms.entry(canonical).or_default();
             *sum = (sum.0 + anchors, sum.1.wrapping_add(terms));
         } else if target.forwarded_to.is_some() || target.forwarded.is_some() {
-            violations.push(format!(
-                "{} has no links but forwards anchor terms to {:?}",
-                lossy(&target.row),
-                target.forwarded_to.as_deref().map(lossy)
-            ));
+            violations.add(
+                3,
+                "target without links forwards anchor terms",
+                at(
+                    LINKS,
+                    &target.row,
+                    format_args!("forwarded to {}", cell(target.forwarded_to.as_deref())),
+                ),
+            );
         }
     };
-    for_each_item(txn, LINKS, |item| {
+    for_each_item(txn, LINKS, None, progress, |item| {
         if current.as_ref().map(|t| &t.row) != Some(&item.row) {
             finish(current.take(), violations);
             current = Some(ForwardedLinks::new(item.row.clone()));
@@ -129,31 +147,37 @@ pub(super) async fn check_forwarded_links<S: RowStore>(
 pub(super) async fn check_anchor_terms<S: RowStore>(
     txn: &Transaction<S>,
     anchor_terms: &HashMap<Bytes, (i64, u64)>,
-    violations: &mut Vec<String>,
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
 ) -> Result<()> {
     let mut stored: HashMap<Bytes, (i64, u64)> = HashMap::new();
-    for_each_item(txn, ANCHOR_TERMS, |item| {
+    for_each_item(txn, ANCHOR_TERMS, None, progress, |item| {
         stored.insert(item.row, AnchorTerms::decode(&item.value).print());
     })
     .await?;
     let mut rows: BTreeSet<&Bytes> = anchor_terms.keys().collect();
     rows.extend(stored.keys());
     for row in rows {
-        match (anchor_terms.get(row), stored.get(row)) {
-            (Some(want), Some(got)) if want == got => {}
-            (Some(_), None) => violations.push(format!(
-                "{} has links to its cluster but no anchor terms",
-                lossy(row)
-            )),
-            (None, Some(_)) => violations.push(format!(
-                "{} has anchor terms but no links to its cluster",
-                lossy(row)
-            )),
-            _ => violations.push(format!(
-                "the anchor terms of {} are not those of the links to its cluster",
-                lossy(row)
-            )),
-        }
+        let (what, found) = match (anchor_terms.get(row), stored.get(row)) {
+            (Some(want), Some(got)) if want == got => continue,
+            (Some(want), None) => (
+                "canonical with links to its cluster has no anchor terms",
+                format!("{} anchors expected", want.0),
+            ),
+            (None, Some(got)) => (
+                "anchor terms of a canonical no link to its cluster forwards to",
+                format!("{} anchors", got.0),
+            ),
+            (want, got) => (
+                "anchor terms are not those of the links to the cluster",
+                format!(
+                    "{} anchors, {} expected",
+                    got.map_or(0, |g| g.0),
+                    want.map_or(0, |w| w.0)
+                ),
+            ),
+        };
+        violations.add(5, what, at(ANCHOR_TERMS, row, found));
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The web index's invariants, checked in one snapshot whenever no notification is pending:
 //!
 //! 1. every document with a content hash is a member of exactly the cluster of that hash, and
-//!    its `cluster` bookkeeping says so; every membership row belongs to such a document;
+//!    its `cluster` bookkeeping says so; every membership row belongs to such a document; a
+//!    document has raw HTML exactly when it has a content hash;
 //! 2. every cluster with members has exactly one canonical, the member [`choose_canonical`]
 //!    picks (its duplicates' `<link rel="canonical">`, then the best [`canonical_rank`]), and
 //!    each membership holds what its document declares; a cluster without members has none;
@@ -9,21 +10,32 @@
 //!    canonical (`forwarded_to`), with the terms its anchors have (`forwarded`); a target nothing
 //!    links to forwards nothing;
 //! 4. the index holds, for each cluster, exactly the terms of its canonical document, each
-//!    posting with the term's counts and the document's length;
+//!    posting with the term's counts and the document's length; a cluster is exported exactly
+//!    when it has a canonical;
 //! 5. each canonical's anchor terms (`anchor_terms`) are those of the anchors of every link to
 //!    its cluster's members;
-//! 6. each corpus shard counts exactly the clusters hashing to it and their canonicals' lengths;
+//! 6. each corpus shard counts exactly the clusters hashing to it, their canonicals' lengths
+//!    and their postings;
 //! 7. no cluster is still queued for the inverter (`index_queue`); every posting chunk decodes
 //!    and names a listed slot; each indexed cluster is listed in exactly the chunk its
-//!    `clusters:posted` names, a chunk of its shard.
+//!    `clusters:posted` names, a chunk of its shard;
+//! 8. the sizes kept as the pipeline runs ([`crate::sizes`]) are the sizes counted here;
+//! 9. every strong observer ran at most once per change of its column, by any worker that
+//!    ever ran ([`percolator_observers::audit`]).
 //!
 //! Also counts what is in the index ([`IndexSummary`]).
 //!
-//! Memory stays bounded by the number of documents and clusters, not by the bytes stored: every
-//! table is read a page at a time ([`Transaction::scan_page`]), and invariants 4 and 5 compare,
-//! per cluster or canonical, the number and a 64-bit fingerprint (a wrapping sum of xxh3
-//! hashes) of what should be there — its terms, its anchor terms — with what is there, instead
-//! of holding both sets.
+//! **Cost.** Each table is read once, in key order, a page at a time
+//! ([`Transaction::scan_page`]), so the check's work grows linearly with the data; it reports
+//! its progress table by table ([`Progress`]). Its memory grows with the number of documents
+//! and clusters (a few dozen bytes and a URL each), never with the bytes stored: invariants 4
+//! and 5 compare, per cluster or canonical, the number and a 64-bit fingerprint (a wrapping
+//! sum of xxh3 hashes) of what should be there — its terms, its anchor terms — with what is
+//! there, instead of holding both sets.
+//!
+//! **Reports.** A [`Violation`] says what is wrong, how many rows it concerns, and names the
+//! first ten, their bytes escaped ([`escaped`]): a stored key of any bytes is named, never
+//! breaks the check.
 //!
 //! [`choose_canonical`]: crate::schema::choose_canonical
 //! [`canonical_rank`]: crate::schema::canonical_rank
@@ -32,12 +44,18 @@
 mod clusters;
 mod index;
 mod links;
+mod runs;
+mod sizes;
+mod violations;
 mod walk;
 
 use percolator_core::{Client, Result, RowStore};
 use serde::{Deserialize, Serialize};
 
+use self::violations::Violations;
 use self::walk::Walk;
+
+pub use self::violations::{NAMED_ROWS, Violation, escaped, row_name};
 
 /// Sizes of the web index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -66,38 +84,75 @@ pub struct IndexSummary {
 pub struct CheckReport {
     /// What the index holds.
     pub summary: IndexSummary,
-    /// Every invariant violation found (empty: all hold).
-    pub violations: Vec<String>,
+    /// Committed changes of strongly observed columns (invariant 9).
+    #[serde(default)]
+    pub observed_changes: u64,
+    /// Committed runs of strong observers (invariant 9).
+    #[serde(default)]
+    pub observer_runs: u64,
+    /// Every way an invariant does not hold (empty: all hold).
+    pub violations: Vec<Violation>,
 }
 
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// How far a check is, as it reads table after table (see [`check_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Progress<'a> {
+    /// The check starts reading `table`; `rows` is how many rows it holds, when the kept sizes
+    /// tell.
+    Table {
+        /// What is read (a table, or a table's write records for the observer audit).
+        table: &'a str,
+        /// Rows expected.
+        rows: Option<u64>,
+    },
+    /// Rows of the current table read so far.
+    Rows(u64),
 }
 
-/// Checks every invariant in one snapshot (a read-only transaction).
+/// A receiver of [`Progress`] that ignores it.
+pub fn no_progress(_: Progress<'_>) {}
+
+/// Checks every invariant in one snapshot (a read-only transaction), the audit of strong
+/// observer runs (invariant 9) included.
 pub async fn check<S: RowStore>(client: &Client<S>) -> Result<CheckReport> {
+    check_with(client, &no_progress).await
+}
+
+/// [`check`], telling `progress` how far it is.
+pub async fn check_with<S: RowStore>(
+    client: &Client<S>,
+    progress: &(dyn Fn(Progress<'_>) + Send + Sync),
+) -> Result<CheckReport> {
     let txn = client.begin().await?;
-    let mut violations = Vec::new();
+    let mut violations = Violations::default();
     let mut summary = IndexSummary::default();
 
-    let walk = Walk::read(&txn, &mut summary, &mut violations).await?;
+    let kept = crate::sizes::read(&txn).await?;
+    let walk = Walk::read(&txn, &kept, progress, &mut summary, &mut violations).await?;
     clusters::check_membership(&walk, &mut summary, &mut violations);
     clusters::check_canonicals(&walk, &mut summary, &mut violations);
     let anchor_terms =
-        links::check_forwarded_links(&txn, &walk, &mut summary, &mut violations).await?;
-    let (directories, misplaced) =
-        index::read_directories(&txn, &walk.posted, &mut violations).await?;
-    let (found, orphans) =
-        index::read_postings(&txn, &directories, &mut summary, &mut violations).await?;
+        links::check_forwarded_links(&txn, &walk, progress, &mut summary, &mut violations).await?;
+    let directories =
+        index::read_directories(&txn, &walk.posted, progress, &mut violations).await?;
+    let found =
+        index::read_postings(&txn, &directories, progress, &mut summary, &mut violations).await?;
+    drop(directories);
     index::check_posted(&walk, &mut violations);
     index::check_index_terms(&walk, found, &mut violations);
-    index::check_chunk_slots(misplaced, orphans, &mut violations);
     index::check_exported(&walk, &mut violations);
-    links::check_anchor_terms(&txn, &anchor_terms, &mut violations).await?;
-    index::check_corpus_counts(&txn, &walk, &mut violations).await?;
-    index::check_queue_empty(&txn, &mut violations).await?;
+    links::check_anchor_terms(&txn, &anchor_terms, progress, &mut violations).await?;
+    index::check_corpus_counts(&txn, &walk, progress, &mut violations).await?;
+    index::check_queue_empty(&txn, progress, &mut violations).await?;
+    sizes::check_kept_sizes(&txn, &summary, progress, &mut violations).await?;
+    drop(walk);
+    let (observed_changes, observer_runs) =
+        runs::check_observer_runs(client, progress, &mut violations).await?;
     Ok(CheckReport {
         summary,
-        violations,
+        observed_changes,
+        observer_runs,
+        violations: violations.into_vec(),
     })
 }

@@ -4,26 +4,47 @@
 //! number of documents and clusters; the invariants stream the other tables with
 //! [`for_each_item`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use bytes::Bytes;
 use percolator_core::{Columns, Result, RowStore, ScanItem, Transaction};
 
-use super::{IndexSummary, lossy};
+use super::violations::{Violations, at};
+use super::{IndexSummary, Progress};
 use crate::schema::*;
+use crate::sizes::IndexSizes;
 use crate::terms::PageTerms;
 
-/// Calls `f` on every cell of `table`, reading [`PAGE_ROWS`] rows at a time.
+/// A check's receiver of [`Progress`].
+pub(super) type ProgressFn<'a> = &'a (dyn Fn(Progress<'_>) + Send + Sync);
+
+/// Calls `f` on every cell of `table`, reading [`PAGE_ROWS`] rows at a time and telling
+/// `progress` about each page (`rows`: the rows expected, if known).
 pub(super) async fn for_each_item<S: RowStore>(
     txn: &Transaction<S>,
     table: &[u8],
+    rows: Option<u64>,
+    progress: ProgressFn<'_>,
     mut f: impl FnMut(ScanItem),
 ) -> Result<()> {
+    progress(Progress::Table {
+        table: &String::from_utf8_lossy(table),
+        rows,
+    });
     let mut start = Bound::Unbounded;
+    let mut read = 0u64;
+    let mut last_row: Option<Bytes> = None;
     loop {
         let page = txn.scan_page(table, start, Columns::All, PAGE_ROWS).await?;
-        page.items.into_iter().for_each(&mut f);
+        for item in page.items {
+            if last_row.as_ref() != Some(&item.row) {
+                read += 1;
+                last_row = Some(item.row.clone());
+            }
+            f(item);
+        }
+        progress(Progress::Rows(read));
         match page.next {
             Some(next) => start = next,
             None => return Ok(()),
@@ -31,14 +52,20 @@ pub(super) async fn for_each_item<S: RowStore>(
     }
 }
 
-/// A document's `hash`, `cluster` and `declared_canonical` cells, and its postings'
-/// [`TermPrint`] with its length.
-pub(super) type DocCells = (
-    Option<Bytes>,
-    Option<Bytes>,
-    Option<(TermPrint, u32)>,
-    Option<Bytes>,
-);
+/// What the walk keeps of a document.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DocCells {
+    /// Whether it has raw HTML.
+    pub(super) raw: bool,
+    /// Its content hash.
+    pub(super) hash: Option<Bytes>,
+    /// The cluster its `cluster` cell names.
+    pub(super) cluster: Option<Bytes>,
+    /// Its postings' [`TermPrint`] and its length.
+    pub(super) terms: Option<(TermPrint, u32)>,
+    /// The URL it declares canonical.
+    pub(super) declared: Option<Bytes>,
+}
 
 /// Rows per page of the paged scans.
 pub(super) const PAGE_ROWS: usize = 64;
@@ -86,8 +113,8 @@ pub(super) struct Walk {
     pub(super) clusters: BTreeMap<Bytes, BTreeMap<Bytes, Bytes>>,
     /// hash -> its canonical URL (`clusters:canonical`).
     pub(super) canonicals: BTreeMap<Bytes, Bytes>,
-    /// How many clusters have an `exported` cell.
-    pub(super) exported_clusters: usize,
+    /// The clusters with an `exported` cell.
+    pub(super) exported: BTreeSet<Bytes>,
     /// hash -> the chunk holding its postings (`clusters:posted`).
     pub(super) posted: BTreeMap<Bytes, Bytes>,
 }
@@ -95,23 +122,26 @@ pub(super) struct Walk {
 impl Walk {
     /// Reads `documents`, `members` and `clusters`, counting the documents with raw HTML into
     /// `summary` and reporting membership rows that name no cluster: every invariant is checked
-    /// against what these hold.
+    /// against what these hold. `kept` (the kept sizes) tells how many rows to expect.
     pub(super) async fn read<S: RowStore>(
         txn: &Transaction<S>,
+        kept: &IndexSizes,
+        progress: ProgressFn<'_>,
         summary: &mut IndexSummary,
-        violations: &mut Vec<String>,
+        violations: &mut Violations,
     ) -> Result<Self> {
-        let docs = read_documents(txn, summary).await?;
-        let clusters = read_members(txn, violations).await?;
-        // The `exported` cells hold term lists: paged too.
+        let expected = |n: i64| u64::try_from(n).ok();
+        let docs = read_documents(txn, expected(kept.documents), progress, summary).await?;
+        let clusters = read_members(txn, expected(kept.documents), progress, violations).await?;
         let mut canonicals: BTreeMap<Bytes, Bytes> = BTreeMap::new();
-        let mut exported_clusters = 0;
+        let mut exported = BTreeSet::new();
         let mut posted: BTreeMap<Bytes, Bytes> = BTreeMap::new();
-        for_each_item(txn, CLUSTERS, |item| {
+        // The `exported` cells hold term lists: paged too.
+        for_each_item(txn, CLUSTERS, expected(kept.clusters), progress, |item| {
             if item.column.as_ref() == CANONICAL {
                 canonicals.insert(item.row, item.value);
             } else if item.column.as_ref() == EXPORTED {
-                exported_clusters += 1;
+                exported.insert(item.row);
             } else if item.column.as_ref() == POSTED {
                 posted.insert(item.row, item.value);
             }
@@ -121,7 +151,7 @@ impl Walk {
             docs,
             clusters,
             canonicals,
-            exported_clusters,
+            exported,
             posted,
         })
     }
@@ -130,33 +160,32 @@ impl Walk {
 /// Every document's cells ([`DocCells`]), a page at a time; counts the documents with raw HTML.
 async fn read_documents<S: RowStore>(
     txn: &Transaction<S>,
+    rows: Option<u64>,
+    progress: ProgressFn<'_>,
     summary: &mut IndexSummary,
 ) -> Result<BTreeMap<Bytes, DocCells>> {
     let mut docs: BTreeMap<Bytes, DocCells> = BTreeMap::new();
-    // Every column, though four are used: reading a cell resolves a lock a dead worker left on
+    // Every column, though five are used: reading a cell resolves a lock a dead worker left on
     // it (lazily, as any reader does), and a check that leaves such locks behind would report
     // a finished pipeline that `status` still shows locks in.
-    let mut start = Bound::Unbounded;
-    loop {
-        let page = txn
-            .scan_page(DOCUMENTS, start, Columns::All, PAGE_ROWS)
-            .await?;
-        for item in page.items {
-            let entry = docs.entry(item.row.clone()).or_default();
-            match item.column.as_ref() {
-                c if c == RAW => summary.documents += 1,
-                c if c == HASH => entry.0 = Some(item.value),
-                c if c == CLUSTER => entry.1 = Some(item.value),
-                c if c == TERMS => entry.2 = Some(TermPrint::of_postings(&item.value)),
-                c if c == DECLARED_CANONICAL => entry.3 = Some(item.value),
-                _ => {}
+    for_each_item(txn, DOCUMENTS, rows, progress, |item| {
+        let entry = match docs.last_entry() {
+            Some(last) if *last.key() == item.row => last.into_mut(),
+            _ => docs.entry(item.row.clone()).or_default(),
+        };
+        match item.column.as_ref() {
+            c if c == RAW => {
+                summary.documents += 1;
+                entry.raw = true;
             }
+            c if c == HASH => entry.hash = Some(item.value),
+            c if c == CLUSTER => entry.cluster = Some(item.value),
+            c if c == TERMS => entry.terms = Some(TermPrint::of_postings(&item.value)),
+            c if c == DECLARED_CANONICAL => entry.declared = Some(item.value),
+            _ => {}
         }
-        match page.next {
-            Some(next) => start = next,
-            None => break,
-        }
-    }
+    })
+    .await?;
     Ok(docs)
 }
 
@@ -164,11 +193,15 @@ async fn read_documents<S: RowStore>(
 /// none). Reports the membership rows that are not `<hash>/<URL>`.
 async fn read_members<S: RowStore>(
     txn: &Transaction<S>,
-    violations: &mut Vec<String>,
+    rows: Option<u64>,
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
 ) -> Result<BTreeMap<Bytes, BTreeMap<Bytes, Bytes>>> {
-    // hash -> member URL -> the URL it declares canonical (empty: none)
     let mut clusters: BTreeMap<Bytes, BTreeMap<Bytes, Bytes>> = BTreeMap::new();
-    for item in txn.scan::<Bytes>(MEMBERS, .., Columns::one(MEMBER)).await? {
+    for_each_item(txn, MEMBERS, rows, progress, |item| {
+        if item.column.as_ref() != MEMBER {
+            return;
+        }
         match item.row.iter().position(|&b| b == b'/') {
             Some(i) => {
                 clusters
@@ -176,8 +209,13 @@ async fn read_members<S: RowStore>(
                     .or_default()
                     .insert(item.row.slice(i + 1..), item.value);
             }
-            None => violations.push(format!("malformed membership row {:?}", lossy(&item.row))),
+            None => violations.add(
+                1,
+                "membership row is not <hash>/<URL>",
+                at(MEMBERS, &item.row, "no '/'"),
+            ),
         }
-    }
+    })
+    .await?;
     Ok(clusters)
 }

@@ -10,6 +10,12 @@ use percolator_observers::{Change, Observer};
 
 use crate::html::parse_page;
 use crate::schema::*;
+use crate::sizes::{self, SizeCounts};
+
+/// `n` as a count delta.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
 
 /// Parses pages and inverts their links.
 #[derive(Debug, Clone, Copy, Default)]
@@ -74,6 +80,18 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
                 links
             }
         };
+        // A page parsed for the first time, or deleted, changes the documents counted; the
+        // links it adds or drops, the inlinks.
+        let documents = i64::from(change.value.is_some()) - i64::from(old_hash.is_some());
+        let inlinks = count(new_links.len()) - count(old_links.len());
+        sizes::add(
+            txn,
+            SizeCounts {
+                documents,
+                inlinks,
+                link_targets: 0,
+            },
+        )?;
         let from = from_column(url);
         for target in old_links.keys().filter(|t| !new_links.contains_key(*t)) {
             txn.delete(LINKS, target, &from)?;

@@ -166,6 +166,7 @@ impl<S: RowStore> Observer<S> for Inverter {
                 corpus = corpus.plus(CorpusCounts {
                     documents: -1,
                     length: -i64::from(old.length),
+                    postings: -i64::try_from(old.counts.len()).unwrap_or(i64::MAX),
                 });
                 removed_terms.extend(
                     old.counts
@@ -185,6 +186,7 @@ impl<S: RowStore> Observer<S> for Inverter {
                     corpus = corpus.plus(CorpusCounts {
                         documents: 1,
                         length: i64::from(new.length),
+                        postings: i64::try_from(new.len()).unwrap_or(i64::MAX),
                     });
                     for (term, counts) in new.iter() {
                         let posting = (

@@ -12,6 +12,7 @@ use percolator_observers::{Change, Observer};
 use super::clusterer::canonical_of;
 use super::scan_row;
 use crate::schema::*;
+use crate::sizes::{self, SizeCounts};
 use crate::terms::AnchorTerms;
 
 /// Forwards a link target's anchor text to its canonical duplicate.
@@ -72,6 +73,14 @@ impl<S: RowStore> Observer<S> for LinkForwarder {
                 txn.set(ANCHOR_TERMS, &row, SUMMARY, summary.encode())?;
             }
         }
+        // A target that gains its first anchor or loses its last changes the targets counted.
+        sizes::add(
+            txn,
+            SizeCounts {
+                link_targets: i64::from(linked) - i64::from(forwarded_to.is_some()),
+                ..SizeCounts::default()
+            },
+        )?;
         if linked {
             // Written every run: concurrent runs for one target conflict (see the pipeline docs).
             txn.set(LINKS, target, FORWARDED_TO, canonical)?;

@@ -23,6 +23,12 @@
 //!    what keeps indexing throughput flat as the backlog grows (see [`crate::postings`]). A
 //!    document is searchable once its shard's inverter has run.
 //!
+//!
+//! A sixth, [`SizeFolder`] (weak, `sizes:fold`, after a batch delay), keeps the index's sizes
+//! readable in a few cells: the document processor and the link forwarder add what they
+//! change to the sizes as cells of their own, which it folds into totals (see
+//! [`crate::sizes`]).
+//!
 //! Every observer writes a cell that every concurrent run for the same target also writes
 //! (`canonical`, `forwarded_to`, the queue cell, the ack), so snapshot isolation serializes
 //! them: no write skew between two runs that each read what the other changes.
@@ -32,6 +38,7 @@ mod document_processor;
 mod exporter;
 mod inverter;
 mod link_forwarder;
+mod size_folder;
 
 use std::time::{Duration, Instant};
 
@@ -42,12 +49,14 @@ use percolator_observers::Observers;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::schema::*;
+use crate::sizes::{FOLD, SIZES};
 
 pub use clusterer::{Clusterer, canonical_of};
 pub use document_processor::DocumentProcessor;
 pub use exporter::Exporter;
 pub use inverter::{INVERT_BATCH, INVERT_DELAY, Inverter};
 pub use link_forwarder::LinkForwarder;
+pub use size_folder::{FOLD_BATCH, FOLD_DELAY, SizeFolder};
 
 /// A document reached its clustered state: sent by the clusterer after its commit (for the
 /// freshness experiment).
@@ -106,6 +115,7 @@ pub fn observers_with<S: RowStore>(
     let _ = observers.register(Inverter {
         delay: config.invert_delay,
     });
+    let _ = observers.register(SizeFolder);
     observers
 }
 
@@ -118,6 +128,7 @@ pub fn observed_columns() -> Vec<ObservedColumn> {
         ObservedColumn::weak(LINKS, ANCHORS),
         ObservedColumn::strong(CLUSTERS, CANONICAL),
         ObservedColumn::weak(INDEX_QUEUE, INVERT),
+        ObservedColumn::weak(SIZES, FOLD),
     ]
 }
 
@@ -126,8 +137,9 @@ pub fn observed_columns() -> Vec<ObservedColumn> {
 /// link targets forwarded (`links`) and chunks inverted (`index_queue`, on its batch timers
 /// anyway). Scanners that drain each stage first forward a link target once, after its
 /// anchors have arrived, instead of again as each one arrives; and exports come before
-/// forwarding, so that the inverters' chunks are built while the forwarders run.
-pub const SCAN_STAGES: [&[u8]; 4] = [DOCUMENTS, CLUSTERS, LINKS, INDEX_QUEUE];
+/// forwarding, so that the inverters' chunks are built while the forwarders run. The sizes
+/// come last: their folders only add up.
+pub const SCAN_STAGES: [&[u8]; 5] = [DOCUMENTS, CLUSTERS, LINKS, INDEX_QUEUE, SIZES];
 
 /// Cells of `table` whose row starts with `prefix`, restricted to `columns`.
 async fn scan_prefix<S: RowStore>(

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::run::run_until_idle;
 use super::{DemoArgs, loader, runtime_config};
 use crate::output::{
-    bar, format_results, invariants_verdict, ms, out, outln, stats_table, summary_table, table,
+    bar, check_verdict, format_results, ms, out, outln, stats_table, summary_table, table,
 };
 use crate::{CliError, client_builder};
 
@@ -132,7 +132,7 @@ pub async fn run<S: RowStore>(
     if interrupted {
         outln!("interrupted: stopped gracefully");
     }
-    Ok(invariants_verdict(&report))
+    Ok(check_verdict(&report))
 }
 
 /// A rare-ish term of the first document, for the sample query.

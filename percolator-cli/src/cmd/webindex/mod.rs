@@ -2,6 +2,7 @@
 //! module per subcommand. The experiments (freshness, soak, scale) are the benchmark driver's
 //! (`percolator-bench`).
 
+mod check;
 mod delete;
 mod demo;
 mod load;
@@ -40,8 +41,12 @@ pub enum WebindexCommand {
     /// Ranked search: canonical documents containing every word (or any, with --any), best
     /// first, with the total count and snippets.
     Query(QueryArgs),
-    /// Sizes of the index and its invariants (exit code 1 on a violation).
+    /// Sizes of the index as the pipeline keeps them, and the work pending: a few cells read,
+    /// at any size.
     Stats,
+    /// Every invariant of the index and the audit of every strong observer run, table by
+    /// table (exit code 1 on a violation, 2 while work is pending).
+    Check,
 }
 
 /// How many scanners and observer runs a worker uses.
@@ -190,5 +195,6 @@ pub async fn run<S: RowStore>(
         WebindexCommand::Delete { urls } => delete::run(store, oracle, urls).await,
         WebindexCommand::Query(args) => query::run(store, oracle, args).await,
         WebindexCommand::Stats => stats::run(store, oracle).await,
+        WebindexCommand::Check => check::run(store, oracle).await,
     }
 }
