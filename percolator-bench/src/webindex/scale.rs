@@ -126,6 +126,10 @@ pub struct ScaleReport {
     /// rendering included) and in the run, where the OS reports them: with the wall times, how
     /// busy the cores were, and a figure less noisy than wall time on a shared machine.
     pub cpu_seconds: [Option<f64>; 2],
+    /// Wall seconds of the full check (every invariant, the strong-run audit included).
+    pub check_seconds: f64,
+    /// CPU seconds of the check, where the OS reports them.
+    pub check_cpu_seconds: Option<f64>,
     /// Bytes on disk after the run, where the store has a directory.
     pub disk_bytes: Option<u64>,
     /// `disk_bytes` per byte of HTML.
@@ -374,7 +378,12 @@ pub async fn run<S: RowStore>(
     // Check.
     progress(ScaleProgress::Checking);
     reset_peak_rss();
+    let (check_began, cpu_before_check) = (Instant::now(), cpu_seconds());
     let report = check(runtime.client()).await?;
+    let check_seconds = check_began.elapsed().as_secs_f64();
+    let check_cpu_seconds = cpu_seconds()
+        .zip(cpu_before_check)
+        .map(|(after, before)| after - before);
     let check_peak = peak_rss_bytes();
     let backend = runtime.client().store().name().to_owned();
     runtime.shutdown().await?;
@@ -411,6 +420,8 @@ pub async fn run<S: RowStore>(
                 .zip(cpu_before_run)
                 .map(|(after, before)| after - before),
         ],
+        check_seconds,
+        check_cpu_seconds,
         disk_bytes: disk,
         disk_per_html: disk.map(|d| d as f64 / html_bytes.max(1) as f64),
         stored,
@@ -493,6 +504,16 @@ impl ScaleReport {
                 "disk ÷ HTML",
                 self.disk_per_html
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.1}×")),
+            ),
+            (
+                "check: wall, CPU, ÷ run",
+                format!(
+                    "{:.1} s, {}, {:.2}× the run",
+                    self.check_seconds,
+                    self.check_cpu_seconds
+                        .map_or_else(|| "-".to_owned(), |c| format!("{c:.1} s CPU")),
+                    self.check_seconds / self.run_seconds.max(1e-9)
+                ),
             ),
             ("invariant violations", self.violations.len().to_string()),
             (

@@ -57,7 +57,7 @@ pub fn table(reports: &[(String, Value)]) -> String {
         "## Scale: realistic pages loaded, indexed and checked in one process\n\n| backend | pages \
          | HTML MB | load pages/s | run pages/s | end to end pages/s | run CPU ms/page | \
          notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written \
-         MB | disk ÷ HTML | violations |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|\n",
+         MB | disk ÷ HTML | check s (÷ run) | violations |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|\n",
     );
     for (backend, r) in reports {
         let quarters: Vec<String> = r["quarters"]
@@ -78,7 +78,7 @@ pub fn table(reports: &[(String, Value)]) -> String {
         );
         out.push_str(&format!(
             "| {backend} | {} | {} | {:.0} | {:.0} | {:.0} | {run_cpu_ms} | {} | {:.2} | {} | {} | \
-             {} | {} |\n",
+             {} | {} | {} |\n",
             r["docs"].as_u64().unwrap_or(0),
             mb(&r["html_bytes"]),
             num(&r["load_pages_per_sec"]),
@@ -91,6 +91,10 @@ pub fn table(reports: &[(String, Value)]) -> String {
             r["disk_per_html"]
                 .as_f64()
                 .map_or_else(|| "-".to_owned(), |x| format!("{x:.1}×")),
+            r["check_seconds"].as_f64().map_or_else(
+                || "-".to_owned(),
+                |c| format!("{c:.1} ({:.2}×)", c / num(&r["run_seconds"]).max(1e-9))
+            ),
             r["violations"].as_array().map_or(0, Vec::len),
         ));
     }
