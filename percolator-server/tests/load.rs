@@ -158,3 +158,115 @@ async fn searches_past_capacity_are_told_to_come_back() {
     assert_eq!(rejected, f64::from(busy));
     server.shutdown().await.unwrap();
 }
+
+/// The reproducer of searches failing with 500 while pages are ingested on a busy machine:
+/// 16 searchers and a crawler at once, while the runtime's threads are taken for 1.5 leases
+/// at a time (as a saturated machine does to a runtime). Every search either answers or is
+/// told to come back with 503 and `Retry-After`; no request fails otherwise, and every page
+/// the server acknowledged is found once it is idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_during_ingest_on_a_busy_runtime_never_fail() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+    let (server, remote, http) = serve().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (answered, busy) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let searchers: Vec<_> = (0..16)
+        .map(|i| {
+            let (remote, stop) = (remote.clone(), Arc::clone(&stop));
+            let (answered, busy) = (Arc::clone(&answered), Arc::clone(&busy));
+            tokio::spawn(async move {
+                let words = ["alpha", "beta words", "gamma page", "words"];
+                let mut n = i;
+                while !stop.load(Relaxed) {
+                    n += 1;
+                    match remote.search(words[n % 4], &SearchOptions::default()).await {
+                        Ok(_) => answered.fetch_add(1, Relaxed),
+                        Err(RemoteError::Api {
+                            status: 503,
+                            retry_after_secs: Some(wait),
+                            ..
+                        }) => {
+                            tokio::time::sleep(Duration::from_millis(100 * wait.min(5))).await;
+                            busy.fetch_add(1, Relaxed)
+                        }
+                        Err(e) => panic!("a search failed during the ingest: {e}"),
+                    };
+                }
+            })
+        })
+        .collect();
+    // The machine is busy: each runtime thread in turn is taken for 900 ms (1.5 leases).
+    let stalls = Arc::new(AtomicU64::new(0));
+    let staller = tokio::spawn({
+        let (stop, stalls) = (Arc::clone(&stop), Arc::clone(&stalls));
+        async move {
+            while !stop.load(Relaxed) {
+                tokio::spawn(async { std::thread::sleep(Duration::from_millis(900)) })
+                    .await
+                    .unwrap();
+                stalls.fetch_add(1, Relaxed);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+    let mut acknowledged = 0;
+    for batch in 0..15 {
+        let pages: Vec<PageIn> = (0..20)
+            .map(|i| PageIn {
+                url: format!("http://busy.example/{batch}/{i}"),
+                html: format!("<title>alpha {batch}</title><p>beta words gamma page {i}</p>"),
+            })
+            .collect();
+        loop {
+            match remote.ingest_pages(&pages).await {
+                Ok(report) => {
+                    acknowledged += report.loaded;
+                    break;
+                }
+                Err(RemoteError::Api {
+                    status: 503,
+                    retry_after_secs: Some(wait),
+                    ..
+                }) => tokio::time::sleep(Duration::from_secs(wait.min(2))).await,
+                Err(e) => panic!("an upload failed: {e}"),
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while remote.status().await.unwrap().pending > 0 {
+        assert!(Instant::now() < deadline, "never idle");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The searches go on through at least 8 stalls (about 9 s, 15 leases).
+    while stalls.load(Relaxed) < 8 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Relaxed);
+    for searcher in searchers {
+        searcher.await.unwrap();
+    }
+    staller.await.unwrap();
+    assert_eq!(acknowledged, 300);
+    let found = remote
+        .search("beta", &SearchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(found.total, 300, "every acknowledged page is searchable");
+    assert!(
+        answered.load(Relaxed) > 0,
+        "{} told to come back",
+        busy.load(Relaxed)
+    );
+    // The lease never lapsed: its renewals run on a thread the stalls do not take.
+    assert_eq!(
+        metric(
+            &http,
+            &server,
+            "percolator_worker_lease_late_renewals_total"
+        )
+        .await,
+        0.0
+    );
+    server.shutdown().await.unwrap();
+}
