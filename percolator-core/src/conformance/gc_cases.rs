@@ -284,6 +284,44 @@ pub async fn lapsed_client_gets_snapshot_too_old<F: StoreFactory>(factory: &F) {
     assert_eq!(value(&b, "x").await.as_deref(), Some(&b"2"[..]));
 }
 
+/// A lease that lapsed while its store could not be reached is renewed by the next `begin`,
+/// not left for the background renewal: the lease's registrations are dropped until the
+/// lease has run out (four renewals, two leases), then the very next transaction reads
+/// without `SnapshotTooOld`, and the renewal counts as late.
+pub async fn lapsed_lease_is_renewed_by_the_next_begin<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let a = client_with(
+        &store,
+        fast_config().with_worker_lease(Duration::from_secs(2)),
+    )
+    .await;
+    let b = client_with(&store, fast_config()).await;
+    put(&b, "x", Some("1")).await;
+    let late_before = a.metrics().late_lease_renewals;
+    let registrations = |batch: &[crate::store::RowMutation]| {
+        batch
+            .iter()
+            .any(|m| m.table.as_ref() == crate::internal::tables::WORKERS_TABLE)
+    };
+    // The next four registrations fail: `a`'s, every half second (`b` renews its 30-s lease
+    // far less often).
+    store.drop_batches(4, Box::new(registrations));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.injected().batches_dropped < 4 {
+        assert!(tokio::time::Instant::now() < deadline, "renewals stopped");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Two seconds of dropped renewals (every half second): the lease has run out, and the
+    // background renewal's next try is up to half a second away.
+    let mut t = a.begin().await.unwrap();
+    let read = t.get(TABLE, "x", "v").await;
+    assert_eq!(read.unwrap().as_deref(), Some(&b"1"[..]));
+    assert!(
+        a.metrics().late_lease_renewals > late_before,
+        "the renewal found the lease lapsed"
+    );
+}
+
 /// Transactions rolled back long ago stay rolled back once GC has deleted their rollback
 /// records: a paused commit whose client lapsed meanwhile fails at its next prewrite, and old
 /// prewrite batches the network delivers again cannot make the transaction visible.

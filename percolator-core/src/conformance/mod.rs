@@ -243,6 +243,7 @@ macro_rules! conformance_tests {
             gc_collects_history_below_the_safe_point => gc_cases::collects_history_below_the_safe_point,
             gc_readers_and_writers_interleaved_with_gc => gc_cases::readers_and_writers_interleaved_with_gc,
             gc_lapsed_client_gets_snapshot_too_old => gc_cases::lapsed_client_gets_snapshot_too_old,
+            gc_lapsed_lease_is_renewed_by_the_next_begin => gc_cases::lapsed_lease_is_renewed_by_the_next_begin,
             gc_late_prewrites_after_gc_still_fail => gc_cases::late_prewrites_after_gc_still_fail,
             gc_resolves_old_locks_and_dead_leases => gc_cases::resolves_old_locks_and_dead_leases,
             gc_sweeps_dead_workers => gc_cases::sweeps_dead_workers,

@@ -279,6 +279,7 @@ impl<S: RowStore> ClientBuilder<S> {
             lease: self.config.worker_lease,
             renewals: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            renewing: tokio::sync::Mutex::new(()),
         };
         crate::liveness::note_process_worker(worker_id);
         if let Err(e) = renewal.renew().await {
@@ -529,6 +530,16 @@ impl<S: RowStore> Client<S> {
     /// # client.shutdown().await }
     /// ```
     pub async fn begin(&self) -> Result<Transaction<S>> {
+        // After a lapse (a store that could not be reached for longer than the lease), a
+        // transaction begun now would fail its first read: it waits for one renewal instead,
+        // shared with every other begin, and a renewal that fails is this begin's (retryable)
+        // error, so callers back off rather than spin through doomed reads.
+        if let Some(renewal) = &self.inner.renewal {
+            let renewing = self.inner.lease_refresher.lock().is_some();
+            if renewing {
+                renewal.renew_if_lapsed().await?;
+            }
+        }
         // Registered below the timestamp before asking for it (see `crate::gc::snapshots`).
         let mut snapshot = self.inner.snapshots.enter(self.inner.clock.latest());
         let start_ts = self.inner.timestamp().await?;

@@ -40,6 +40,8 @@ pub(crate) struct LeaseRenewal<S: RowStore> {
     pub(crate) renewals: AtomicU64,
     /// Renewals that found the lease lapsed (in the client's view, with its margin).
     pub(crate) late: AtomicU64,
+    /// Held by the one renewal that begins wait for after a lapse.
+    pub(crate) renewing: tokio::sync::Mutex<()>,
 }
 
 impl<S: RowStore> LeaseRenewal<S> {
@@ -73,6 +75,19 @@ impl<S: RowStore> LeaseRenewal<S> {
         self.safety
             .observe_safe_point(crate::gc::safe_point::read(self.store.as_ref()).await?);
         self.observed.refresh(self.store.as_ref()).await
+    }
+
+    /// Renews the lease if it has lapsed, in the client's view: one renewal at a time, which
+    /// the others wait for and then find the lease holding.
+    pub(crate) async fn renew_if_lapsed(&self) -> Result<()> {
+        if self.safety.lease_holds(self.clock.now_ms()) {
+            return Ok(());
+        }
+        let _one = self.renewing.lock().await;
+        if self.safety.lease_holds(self.clock.now_ms()) {
+            return Ok(());
+        }
+        self.renew().await
     }
 
     /// How often the refresher renews: every quarter of the lease.
