@@ -6,7 +6,8 @@
 //! percolator --db DIR webindex run                         # process until idle (Ctrl-C: graceful)
 //! percolator --db DIR webindex query "some words"
 //! percolator --store etcd:http://127.0.0.1:2379 status    # any store, by spec
-//! percolator --db DIR webindex stats                       # sizes and invariants
+//! percolator --db DIR webindex stats                       # sizes, as the pipeline keeps them
+//! percolator --db DIR webindex check                       # every invariant, with progress
 //! percolator --db DIR scan documents --family notify       # raw cells, for debugging
 //! percolator --db DIR status                               # pending notifications, locks
 //! percolator --db DIR gc && percolator --db DIR compact     # collect history, shrink a sled db

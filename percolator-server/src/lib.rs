@@ -7,7 +7,8 @@
 //!
 //! - [`Server`] starts the observer runtime and the HTTP API ([`api`](mod@api)): ingest
 //!   (`POST /api/pages`, `/api/warc`, `/api/delete`, `/api/delete-missing`), `GET /api/search`,
-//!   `/api/status`, `POST /api/stats` (the full check, queued), `/metrics` (Prometheus text),
+//!   `/api/status`, `/api/stats` (the kept sizes), `POST /api/check` (the full check, queued),
+//!   `/metrics` (Prometheus text),
 //!   and the search page at `/`.
 //! - Every request passes the [`guard`](mod@guard) first: the `Host` and `Origin` checks, the
 //!   bearer token ([`auth`]) that writes and expensive requests need, each write's own content

@@ -85,14 +85,14 @@ pub(crate) fn render<S: RowStore>(
         &mut out,
         "percolator_ingest_backlog",
         "gauge",
-        "Pages waiting to be processed (counted up to just past the limit).",
+        "Rows with pending notifications in the pipeline's tables (counted up to just past the limit).",
         &[("", shared.backlog.load(Relaxed) as f64)],
     );
     metric(
         &mut out,
         "percolator_ingest_backlog_limit",
         "gauge",
-        "Pages waiting past which ingests are answered 503.",
+        "Rows with pending notifications past which ingests are answered 503.",
         &[("", crate::api::MAX_INGEST_BACKLOG as f64)],
     );
     metric(

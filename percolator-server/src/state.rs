@@ -34,10 +34,13 @@ pub const MAX_CONCURRENT_SEARCHES: usize = 4;
 /// How long a search waits for its turn before it is answered 503 with `Retry-After`.
 pub const SEARCH_QUEUE_WAIT: Duration = Duration::from_secs(2);
 
-/// Pages waiting to be processed (pending notifications of `documents`) past which ingests are
+/// Rows with pending notifications, over every table the pipeline observes, past which ingests are
 /// answered 503 with `Retry-After` until the pipeline catches up: new pages would only wait,
-/// and freshness and search latency suffer for them.
-pub const MAX_INGEST_BACKLOG: u64 = 5_000;
+/// and freshness and search latency suffer for them. Every stage counts, not only the pages
+/// waiting to be parsed: under many searchers the later stages (links, clusters) fell behind
+/// while the pages' own queue stayed short, and their queues grew past 90 000 (see
+/// ARCHITECTURE.md, "The server's limits come from measurement").
+pub const MAX_INGEST_BACKLOG: u64 = 20_000;
 
 /// How long an answer of `GET /api/status` is served again (a status reads every table's
 /// pending notifications and locks: once a second whatever the request rate).
@@ -67,8 +70,8 @@ pub struct Shared<S: RowStore> {
     searches_slots: Arc<Semaphore>,
     pub(crate) searches_rejected: AtomicU64,
     pub(crate) ingests_rejected: AtomicU64,
-    /// Pending notifications of `documents` at the last sample (counted up to just past
-    /// [`MAX_INGEST_BACKLOG`]).
+    /// Pending notifications of the pipeline's tables at the last sample (counted up to just
+    /// past [`MAX_INGEST_BACKLOG`]).
     pub(crate) backlog: AtomicU64,
     /// One full check at a time; the last one's result.
     check: tokio::sync::Mutex<Option<LastCheck>>,
@@ -146,8 +149,8 @@ impl<S: RowStore> Shared<S> {
         }
     }
 
-    /// Refuses an ingest (503 with `Retry-After`) while more than [`MAX_INGEST_BACKLOG`] pages
-    /// wait to be processed.
+    /// Refuses an ingest (503 with `Retry-After`) while more than [`MAX_INGEST_BACKLOG`]
+    /// notifications wait to be processed.
     pub(crate) fn refuse_if_backlogged(&self) -> Result<(), ApiError> {
         let backlog = self.backlog.load(Relaxed);
         if backlog <= MAX_INGEST_BACKLOG {
@@ -158,8 +161,8 @@ impl<S: RowStore> Shared<S> {
             kind: "backlog",
             ..ApiError::busy(
                 format!(
-                    "more than {MAX_INGEST_BACKLOG} pages wait to be processed; retry once the \
-                     pipeline has caught up"
+                    "more than {MAX_INGEST_BACKLOG} notifications wait to be processed; retry \
+                     once the pipeline has caught up"
                 ),
                 2,
             )
@@ -260,22 +263,39 @@ pub(crate) async fn sample<S: RowStore>(shared: Arc<Shared<S>>) {
         tick.tick().await;
         let processed = shared.runtime.stats().notifications_processed;
         shared.samples.push(Instant::now(), processed);
-        // Counted up to just past the limit: the scan costs no more however long the backlog.
-        let cap = usize::try_from(MAX_INGEST_BACKLOG + 1).unwrap_or(usize::MAX);
-        match shared
-            .client()
-            .scan_notifications(
-                percolator_webindex::schema::DOCUMENTS,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                Some(cap),
-            )
-            .await
-        {
-            Ok(rows) => shared.backlog.store(rows.len() as u64, Relaxed),
+        // Counted up to just past the limit: the scans cost no more however long the backlog.
+        match backlog(shared.client(), MAX_INGEST_BACKLOG + 1).await {
+            Ok(pending) => shared.backlog.store(pending, Relaxed),
             Err(e) => tracing::warn!(error = %e, "could not measure the ingest backlog"),
         }
     }
+}
+
+/// Pending notifications of the tables the pipeline observes, counted up to `cap`.
+async fn backlog<S: RowStore>(client: &Client<S>, cap: u64) -> percolator_core::Result<u64> {
+    let mut tables: Vec<Bytes> = percolator_webindex::observed_columns()
+        .into_iter()
+        .map(|observed| observed.table)
+        .collect();
+    tables.sort();
+    tables.dedup();
+    let mut pending = 0u64;
+    for table in tables {
+        let left = usize::try_from(cap.saturating_sub(pending)).unwrap_or(usize::MAX);
+        if left == 0 {
+            break;
+        }
+        let rows = client
+            .scan_notifications(
+                &table,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                Some(left),
+            )
+            .await?;
+        pending += rows.len() as u64;
+    }
+    Ok(pending)
 }
 
 /// Records freshness from the clusterer's events.

@@ -398,7 +398,7 @@ pub struct CorpusCounts {
     /// Their lengths in tokens, summed.
     pub length: i64,
     /// Their postings (distinct terms per document), summed: the index's entries, for
-    /// `webindex stats`. A cell written without it reads as 0.
+    /// `webindex stats`. A cell written without it reads as 0, which `check` reports.
     pub postings: i64,
 }
 
