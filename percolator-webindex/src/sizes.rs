@@ -18,7 +18,7 @@
 //! size folder ([`SizeFolder`](crate::pipeline::SizeFolder)) adds the row's deltas into its
 //! [`TOTAL`] and deletes them; runs for one row conflict on the total, so each delta is
 //! folded once. A reader sums each row's total and the deltas not folded yet, so the sizes it
-//! reads are exact in its snapshot, folded or not. [`crate::check`] recounts them (invariant
+//! reads are exact in its snapshot, folded or not. [`crate::check()`] recounts them (invariant
 //! 8).
 
 use bytes::Bytes;

@@ -313,7 +313,7 @@ pub async fn lapsed_lease_is_renewed_by_the_next_begin<F: StoreFactory>(factory:
     }
     // Two seconds of dropped renewals (every half second): the lease has run out, and the
     // background renewal's next try is up to half a second away.
-    let mut t = a.begin().await.unwrap();
+    let t = a.begin().await.unwrap();
     let read = t.get(TABLE, "x", "v").await;
     assert_eq!(read.unwrap().as_deref(), Some(&b"1"[..]));
     assert!(

@@ -13,7 +13,7 @@ pub const NAMED_ROWS: usize = 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Violation {
-    /// The invariant that does not hold (numbered as in [`crate::check`]).
+    /// The invariant that does not hold (numbered as in [`crate::check`](mod@crate::check)).
     pub invariant: u8,
     /// What is wrong, the same words for every row it concerns.
     pub what: String,
