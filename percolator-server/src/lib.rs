@@ -90,7 +90,7 @@ pub enum ServerError {
     /// The store or the runtime failed.
     #[error(transparent)]
     Store(#[from] percolator_core::Error),
-    /// The runtime was still shared when the server stopped (a bug).
+    /// The runtime was still shared 10 s after the server stopped (a bug).
     #[error("the observer runtime is still in use")]
     RuntimeInUse,
 }
@@ -178,8 +178,27 @@ impl<S: RowStore> Server<S> {
             let _ = task.await;
         }
         served.map_err(ServerError::Http)?;
-        let shared = Arc::try_unwrap(self.shared).map_err(|_| ServerError::RuntimeInUse)?;
-        let runtime = Arc::try_unwrap(shared.runtime).map_err(|_| ServerError::RuntimeInUse)?;
+        let shared = sole_owner(self.shared).await?;
+        let runtime = sole_owner(shared.runtime).await?;
         Ok(runtime.shutdown().await?)
+    }
+}
+
+/// How long [`Server::shutdown`] waits for the last connection tasks to let go of the state.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Takes `shared` once nothing else holds it: a connection's task may drop its clone of the
+/// router a moment after the server stopped accepting and answering.
+async fn sole_owner<T>(mut shared: Arc<T>) -> Result<T, ServerError> {
+    let deadline = tokio::time::Instant::now() + RELEASE_WAIT;
+    loop {
+        match Arc::try_unwrap(shared) {
+            Ok(owned) => return Ok(owned),
+            Err(still) if tokio::time::Instant::now() < deadline => {
+                shared = still;
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Err(_) => return Err(ServerError::RuntimeInUse),
+        }
     }
 }
