@@ -30,6 +30,15 @@ async fn serve() -> (Server<MemStore>, Remote, reqwest::Client) {
     (server, remote, reqwest::Client::new())
 }
 
+/// Waits (up to 2 minutes) until nothing is pending.
+async fn settle(remote: &Remote) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while remote.status().await.unwrap().pending > 0 {
+        assert!(Instant::now() < deadline, "never idle");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn metric(http: &reqwest::Client, server: &Server<MemStore>, name: &str) -> f64 {
     let text = http
         .get(format!("{}/metrics", server.url()))
@@ -58,11 +67,7 @@ async fn the_lease_holds_while_the_runtime_is_saturated() {
         }])
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while remote.status().await.unwrap().pending > 0 {
-        assert!(Instant::now() < deadline, "never idle");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    settle(&remote).await;
     let renewed = metric(&http, &server, "percolator_worker_lease_renewals_total").await;
     // Both runtime threads busy for 1.8 s: three times the lease.
     let blockers: Vec<_> = (0..2)
@@ -113,11 +118,7 @@ async fn searches_past_capacity_are_told_to_come_back() {
         })
         .collect();
     remote.ingest_pages(&pages).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while remote.status().await.unwrap().pending > 0 {
-        assert!(Instant::now() < deadline, "never idle");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    settle(&remote).await;
     let searchers: Vec<_> = (0..64)
         .map(|_| {
             let remote = remote.clone();
@@ -233,11 +234,7 @@ async fn searches_during_ingest_on_a_busy_runtime_never_fail() {
             }
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while remote.status().await.unwrap().pending > 0 {
-        assert!(Instant::now() < deadline, "never idle");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    settle(&remote).await;
     // The searches go on through at least 8 stalls (about 9 s, 15 leases).
     while stalls.load(Relaxed) < 8 {
         tokio::time::sleep(Duration::from_millis(100)).await;

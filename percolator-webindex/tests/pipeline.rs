@@ -47,15 +47,15 @@ backend_tests!(
     tikv_fake => percolator_backend_tikv::conformance::FakeTikvFactory,
 );
 
-/// On a store with tight limits (few operations per row mutation, few rows per transaction, as
-/// etcd's `--max-txn-ops` or TiKV's batches), the inverter splits each shard's queue into
-/// chunks that fit: nothing fails or is parked, every invariant holds, and shards get several
-/// chunks. With batches sized to the whole queue, the commits fail with `TooLarge`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn inverter_batches_fit_tight_store_limits() {
+/// A mem store with etcd-like limits: `max_row_ops` operations per row mutation, 400 rows
+/// per transaction.
+fn tight_store(
+    max_row_ops: usize,
+) -> std::sync::Arc<
+    percolator_core::conformance::faulty::FaultyStore<percolator_backend_mem::MemStore>,
+> {
     use percolator_core::StoreLimits;
     use percolator_core::conformance::faulty::FaultyStore;
-    use percolator_webindex::schema::{INDEX_DOCS, INDEX_SHARDS};
     use std::sync::Arc;
 
     let store = Arc::new(FaultyStore::new(Arc::new(
@@ -65,8 +65,20 @@ async fn inverter_batches_fit_tight_store_limits() {
     store.set_limits(Some(
         StoreLimits::new(limits.max_key_bytes, limits.max_value_bytes, 400)
             .with_tracks_snapshot_reads(true)
-            .with_max_row_ops(41),
+            .with_max_row_ops(max_row_ops),
     ));
+    store
+}
+
+/// On a store with tight limits (few operations per row mutation, few rows per transaction, as
+/// etcd's `--max-txn-ops` or TiKV's batches), the inverter splits each shard's queue into
+/// chunks that fit: nothing fails or is parked, every invariant holds, and shards get several
+/// chunks. With batches sized to the whole queue, the commits fail with `TooLarge`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inverter_batches_fit_tight_store_limits() {
+    use percolator_webindex::schema::{INDEX_DOCS, INDEX_SHARDS};
+
+    let store = tight_store(41);
     let runtime = start(&store, webindex::observers(None)).await;
     let client = writer(&store, &webindex::observed_columns()).await;
     let crawl = SyntheticCrawl::new(160, 5);
@@ -187,22 +199,11 @@ async fn a_query_too_broad_for_its_budget_is_refused() {
 /// two rounds of 20 transactions the total is exactly their sum and nothing is left unfolded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_folds_keep_the_whole_total_under_tight_limits() {
-    use percolator_core::StoreLimits;
-    use percolator_core::conformance::faulty::FaultyStore;
     use percolator_observers::Observers;
     use percolator_webindex::pipeline::SizeFolder;
     use percolator_webindex::sizes::{self, SizeCounts};
-    use std::sync::Arc;
 
-    let store = Arc::new(FaultyStore::new(Arc::new(
-        percolator_backend_mem::MemStore::new(),
-    )));
-    let limits = percolator_backend_mem::MEM_LIMITS;
-    store.set_limits(Some(
-        StoreLimits::new(limits.max_key_bytes, limits.max_value_bytes, 400)
-            .with_tracks_snapshot_reads(true)
-            .with_max_row_ops(10),
-    ));
+    let store = tight_store(10);
     let mut observers = Observers::new();
     observers.register(SizeFolder).unwrap();
     let runtime = start(&store, observers).await;
