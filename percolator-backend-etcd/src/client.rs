@@ -28,6 +28,8 @@ use tonic::{Code, Status};
 use crate::config::EtcdConfig;
 use crate::proto::{self, paths};
 
+/// The gRPC metadata key of etcd's `WithRequireLeader` (`rpctypes.MetadataRequireLeaderKey`).
+const REQUIRE_LEADER_KEY: &str = "hasleader";
 /// What a failed call means for its outcome (see the module docs).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -365,6 +367,15 @@ impl EtcdClient {
             .map_err(|e| Status::unavailable(format!("error trying to connect: {e}")))?;
         let mut request = tonic::Request::new(request);
         request.set_timeout(self.config.request_timeout);
+        // etcd's "require leader" on the key-value calls: a member that has no leader answers
+        // `no leader` at once (nothing applied; the call moves on to another member) instead
+        // of holding the request until the client's timeout, whose outcome is then unknown. A
+        // member's status is worth having without a leader too.
+        if path.starts_with("/etcdserverpb.KV/") {
+            request
+                .metadata_mut()
+                .insert(REQUIRE_LEADER_KEY, MetadataValue::from_static("true"));
+        }
         if let Some(token) = self.token.read().clone() {
             request.metadata_mut().insert("token", token);
         }

@@ -43,6 +43,12 @@ pub struct ServeLoadConfig {
     pub hog: bool,
     /// Pages per upload.
     pub batch: usize,
+    /// The server's garbage collection: how often (`serve --gc-every-secs`) and how far behind
+    /// the oldest snapshot in use (`--gc-grace-secs`). Recrawls add versions that only GC
+    /// drops; with the default grace of 10 minutes a 10-minute run would keep them all.
+    pub gc_every: Duration,
+    /// See [`Self::gc_every`].
+    pub gc_grace: Duration,
 }
 
 impl ServeLoadConfig {
@@ -57,6 +63,8 @@ impl ServeLoadConfig {
             duration: Duration::from_secs(20),
             hog: true,
             batch: 50,
+            gc_every: Duration::from_secs(5),
+            gc_grace: Duration::from_secs(5),
         }
     }
 
@@ -68,6 +76,8 @@ impl ServeLoadConfig {
             searchers: 64,
             duration: Duration::from_secs(600),
             batch: 100,
+            gc_every: Duration::from_secs(30),
+            gc_grace: Duration::from_secs(60),
             ..Self::quick(percolator, db)
         }
     }
@@ -150,15 +160,19 @@ impl ServeLoadReport {
     /// A markdown table of the summary.
     pub fn table(&self) -> String {
         let busy = self.errors_by_status.get(&503).copied().unwrap_or(0);
-        let rss: Vec<f64> = self
-            .timeline
-            .iter()
-            .map(|s| s.rss_bytes as f64 / 1e6)
-            .collect();
-        let (first, last) = (
-            rss.iter().take(10).copied().fold(0.0, f64::max),
-            rss.iter().rev().take(10).copied().fold(0.0, f64::max),
-        );
+        let thirds = |of: fn(&Sample) -> u64| {
+            let n = self.timeline.len().div_ceil(3).max(1);
+            self.timeline
+                .chunks(n)
+                .map(|third| {
+                    let max = third.iter().map(of).max().unwrap_or(0);
+                    format!("{:.0}", max as f64 / 1e6)
+                })
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let rss = thirds(|s| s.rss_bytes);
+        let disk = thirds(|s| s.disk_bytes);
         format!(
             "| serve load | value |\n|---|---:|\n\
              | pages crawled (new) / acknowledged / stored | {} / {} / {} |\n\
@@ -168,7 +182,8 @@ impl ServeLoadReport {
              | answers 503 | {busy} |\n\
              | 5xx other than 503 | {} |\n\
              | freshness p50 / p99 at the end | {:.2} / {:.2} s |\n\
-             | peak RSS, first / last 10 s max | {:.0} MB, {first:.0} / {last:.0} MB |\n\
+             | peak RSS; max in each third of the run | {:.0} MB; {rss} MB |\n\
+             | disk, max in each third of the run | {disk} MB |\n\
              | drain after the load | {:.1} s |\n\
              | invariant violations | {} |\n",
             self.docs,
@@ -255,6 +270,8 @@ fn start_server(config: &ServeLoadConfig) -> Result<Served, ServeLoadError> {
         .arg("--db")
         .arg(&config.db)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg(format!("--gc-every-secs={}", config.gc_every.as_secs_f64()))
+        .arg(format!("--gc-grace-secs={}", config.gc_grace.as_secs_f64()))
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()

@@ -26,16 +26,24 @@ fn percolator(db: &Path, args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
-#[test]
-fn serve_owns_the_database_and_the_cli_goes_through_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
+/// A started `percolator serve` on loopback with `extra` arguments: the child, its stdout lines
+/// after the first, and its URL.
+fn serve(
+    db: &Path,
+    extra: &[&str],
+    stderr: Stdio,
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_percolator"))
         .arg("--db")
-        .arg(&db)
+        .arg(db)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
@@ -45,6 +53,32 @@ fn serve_owns_the_database_and_the_cli_goes_through_it() {
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_owned();
+    (server, lines, url)
+}
+
+/// SIGTERM; the server's remaining stdout lines once it exited cleanly.
+fn stop(
+    mut server: std::process::Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+) -> Vec<String> {
+    let pid = server.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rest = lines.map_while(Result::ok).collect();
+    assert!(server.wait().unwrap().success());
+    rest
+}
+
+#[test]
+fn serve_owns_the_database_and_the_cli_goes_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (server, lines, url) = serve(&db, &[], Stdio::inherit());
 
     // Load through the server (the database is its own: a second opener would be refused).
     let (code, out) = percolator(&db, &["webindex", "load", "--synthetic", "60"]);
@@ -102,16 +136,7 @@ fn serve_owns_the_database_and_the_cli_goes_through_it() {
     assert!(!elsewhere.exists(), "nothing created at the unused --db");
 
     // SIGTERM: the server stops cleanly and forgets itself; the database opens directly.
-    let pid = server.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(server.wait().unwrap().success());
+    let rest = stop(server, lines);
     assert!(rest.iter().any(|l| l.starts_with("stopped:")), "{rest:?}");
     assert!(!db.join("percolator-serve.json").exists());
     let (code, out) = percolator(&db, &["webindex", "check"]);
@@ -136,27 +161,13 @@ fn serve_keeps_a_private_token_and_logs_refusals() {
         "{out}"
     );
 
-    let mut server = Command::new(env!("CARGO_BIN_EXE_percolator"))
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut server, lines, url) = serve(&db, &[], Stdio::piped());
     let mut stderr = server.stderr.take().unwrap();
     let logs = std::thread::spawn(move || {
         let mut text = String::new();
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .strip_prefix("serving ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
     let token_file = db.join("percolator-serve.token");
     #[cfg(unix)]
     {
@@ -207,16 +218,7 @@ fn serve_keeps_a_private_token_and_logs_refusals() {
     stream.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
 
-    let pid = server.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let _: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(server.wait().unwrap().success());
+    stop(server, lines);
     let logs = logs.join().unwrap();
     let refused: Vec<&str> = logs
         .lines()
@@ -235,4 +237,87 @@ fn serve_keeps_a_private_token_and_logs_refusals() {
         "{logs}"
     );
     assert!(!logs.contains('\u{1b}'), "{logs}");
+}
+
+/// One plain HTTP GET on loopback; the answer's body.
+fn http_get(url: &str, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer
+}
+
+/// The value of an unlabelled metric in a `/metrics` answer.
+fn metric(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+}
+
+/// A server collects garbage by itself: recrawls leave old versions, which its background
+/// collector deletes (counted in `/metrics`) while the pipeline works, and every invariant holds
+/// afterwards.
+#[test]
+fn serve_collects_the_garbage_recrawls_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (server, lines, url) = serve(
+        &db,
+        &["--gc-every-secs", "0.5", "--gc-grace-secs", "0"],
+        Stdio::inherit(),
+    );
+
+    for generation in ["0", "1", "2"] {
+        let (code, out) = percolator(
+            &db,
+            &[
+                "webindex",
+                "load",
+                "--synthetic",
+                "60",
+                "--generation",
+                generation,
+                "--fraction",
+                "1",
+            ],
+        );
+        assert_eq!(code, 0, "{out}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let deleted = loop {
+        let metrics = http_get(&url, "/metrics");
+        let (runs, deleted) = (
+            metric(&metrics, "percolator_gc_runs_total"),
+            metric(&metrics, "percolator_gc_cells_deleted_total"),
+        );
+        let pending = metric(&metrics, "percolator_pending_notifications");
+        if runs > 0.0 && deleted > 0.0 && pending == 0.0 {
+            break deleted;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no garbage collected: {runs} runs, {deleted} cells, {pending} pending"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(deleted > 60.0, "recrawls of 60 pages left {deleted} cells");
+    // One more run once the pipeline is idle, then stop.
+    let runs = metric(&http_get(&url, "/metrics"), "percolator_gc_runs_total");
+    while metric(&http_get(&url, "/metrics"), "percolator_gc_runs_total") < runs + 2.0 {
+        assert!(Instant::now() < deadline, "GC stopped running");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(server, lines);
+    let (code, out) = percolator(&db, &["webindex", "check"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("invariants: all hold"), "{out}");
 }

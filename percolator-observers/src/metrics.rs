@@ -32,6 +32,7 @@ pub struct ObserverMetrics {
     pub(crate) parked: AtomicU64,
     pub(crate) backed_off: AtomicU64,
     pub(crate) lingered: AtomicU64,
+    pub(crate) batch_reruns: AtomicU64,
     pub(crate) deferred: AtomicU64,
     pub(crate) self_trigger_stops: AtomicU64,
     pub(crate) latency: Histogram,
@@ -161,6 +162,8 @@ pub struct RuntimeStats {
     /// Dirty rows a scanner left to a batch timer instead of starting a run
     /// ([`crate::Observer::batch_delay`]).
     pub lingered: u64,
+    /// Runs of a batching observer started at once after its previous run left work queued.
+    pub batch_reruns: u64,
     /// Clearings held back because an observer of another worker had not covered the change.
     pub deferred: u64,
     /// Runs failed because their observer kept writing the column it observes.
@@ -220,6 +223,7 @@ impl ObserverMetrics {
             parked: load(&self.parked),
             backed_off: load(&self.backed_off),
             lingered: load(&self.lingered),
+            batch_reruns: load(&self.batch_reruns),
             deferred: load(&self.deferred),
             self_trigger_stops: load(&self.self_trigger_stops),
             dead_leases_ended: load(&self.dead_leases_ended),

@@ -39,7 +39,15 @@ use crate::runtime::Shared;
 /// The scanner's view of the row may be stale (another run may have consumed it since), so the
 /// row's notifications are read again under the row lock; that read also picks up versions that
 /// arrived after the scan, which then collapse into this run.
-pub(crate) async fn process_row<S: RowStore>(shared: &Shared<S>, table: &Bytes, row: NotifyRow) {
+///
+/// Returns whether a batching observer ([`Observer::batch_delay`]) left work queued in the row
+/// (its run notified its own cell again): the caller then runs the row again at once, since a
+/// full batch already waits, instead of letting the new notification wait out the delay.
+pub(crate) async fn process_row<S: RowStore>(
+    shared: &Shared<S>,
+    table: &Bytes,
+    row: NotifyRow,
+) -> bool {
     let fresh = shared
         .client
         .scan_notifications(
@@ -52,15 +60,16 @@ pub(crate) async fn process_row<S: RowStore>(shared: &Shared<S>, table: &Bytes, 
     let row = match fresh {
         Ok(mut rows) => match rows.pop() {
             Some(fresh) => fresh,
-            None => return, // consumed meanwhile
+            None => return false, // consumed meanwhile
         },
         Err(e) => {
             bump(&shared.metrics.failures, 1);
             tracing::debug!(error = %e, "could not re-read notifications");
-            return;
+            return false;
         }
     };
     let mut row_done = true;
+    let mut again = false;
     for (column, versions) in row.columns {
         let observers = shared.observers.of(table, &column);
         if observers.is_empty() {
@@ -71,8 +80,9 @@ pub(crate) async fn process_row<S: RowStore>(shared: &Shared<S>, table: &Bytes, 
         for observer in observers {
             let name = observer.name();
             match run_observer(shared, observer, table, &row.row, &column, versions.len()).await {
-                Ok(ts) => {
+                Ok((ts, more)) => {
                     snapshot = snapshot.min(ts);
+                    again |= more;
                     shared
                         .failures
                         .reset_observer(table, &row.row, &column, name);
@@ -140,6 +150,7 @@ pub(crate) async fn process_row<S: RowStore>(shared: &Shared<S>, table: &Bytes, 
     if row_done {
         shared.failures.row_done(table, &row.row);
     }
+    again
 }
 
 /// The snapshot that every registered observer of `table`/`column` has covered, given that this
@@ -223,8 +234,9 @@ async fn run_observer<S: RowStore>(
     row: &Bytes,
     column: &Bytes,
     notifications: usize,
-) -> Result<u64> {
+) -> Result<(u64, bool)> {
     let strong = is_strong(observer.observed().kind);
+    let batches = !observer.batch_delay().is_zero();
     let name = observer.name();
     let config = shared.client.config();
     let mut backoff = Backoff::from_config(config);
@@ -243,7 +255,7 @@ async fn run_observer<S: RowStore>(
                     (Some(commit_ts), Some(ack)) => commit_ts > ack,
                 };
                 if !changed {
-                    return Ok((start_ts, false));
+                    return Ok((start_ts, false, false));
                 }
             }
             let change = Change {
@@ -271,14 +283,16 @@ async fn run_observer<S: RowStore>(
                     String::from_utf8_lossy(column)
                 )));
             }
+            // A batching observer that notifies its own cell again left work queued.
+            let more = batches && txn.notifies_cell(table, row, column);
             txn.commit().await?;
             failures.record_self_run(table, row, column, name, wrote_self);
             committed_caught(shared, observer, &change);
-            Ok::<_, Error>((start_ts, true))
+            Ok::<_, Error>((start_ts, true, more))
         }
         .await;
         match outcome {
-            Ok((start_ts, committed)) => {
+            Ok((start_ts, committed, more)) => {
                 if committed {
                     bump(&shared.metrics.processed, 1);
                     shared.metrics.latency.record(began.elapsed());
@@ -286,7 +300,7 @@ async fn run_observer<S: RowStore>(
                 } else {
                     bump(&shared.metrics.already_done, 1);
                 }
-                return Ok(start_ts);
+                return Ok((start_ts, more));
             }
             Err(e) if e.is_retryable() => {
                 bump(&shared.metrics.conflicts, 1);

@@ -266,7 +266,14 @@ async fn start_run<S: RowStore>(
     shared.tracker.spawn(async move {
         // Observer panics are caught inside; this is the last line of defence, so that nothing
         // that unwinds can leave the row locked or the in-flight count up (`wait_idle`).
-        let run = AssertUnwindSafe(process_row(&in_flight.shared, &table, row)).catch_unwind();
+        let shared = &in_flight.shared;
+        let runs = async {
+            // A batching observer's backlog runs back to back, under the same row lock.
+            while process_row(shared, &table, row.clone()).await && !shared.stop.is_cancelled() {
+                bump(&shared.metrics.batch_reruns, 1);
+            }
+        };
+        let run = AssertUnwindSafe(runs).catch_unwind();
         if let Err(payload) = run.await {
             bump(&in_flight.shared.metrics.panics, 1);
             bump(&in_flight.shared.metrics.failures, 1);

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use percolator_backend_mem::MemStore;
@@ -30,6 +30,10 @@ struct ProcessView {
     store: Arc<MemStore>,
     process: &'static str,
     partitioned: AtomicBool,
+    /// The next this many writes are held for `hold_for` before they apply, whether or not
+    /// the caller still waits (an etcd proposal caught in an election).
+    held_writes: AtomicUsize,
+    hold_for: parking_lot::Mutex<Duration>,
 }
 
 impl ProcessView {
@@ -38,7 +42,15 @@ impl ProcessView {
             store: Arc::clone(store),
             process,
             partitioned: AtomicBool::new(false),
+            held_writes: AtomicUsize::new(0),
+            hold_for: parking_lot::Mutex::new(Duration::ZERO),
         })
+    }
+
+    /// Holds the next `writes` writes for `hold_for` each.
+    fn hold_writes(&self, writes: usize, hold_for: Duration) {
+        *self.hold_for.lock() = hold_for;
+        self.held_writes.store(writes, Ordering::SeqCst);
     }
 
     fn reachable(&self) -> Result<(), StoreError> {
@@ -81,6 +93,20 @@ impl RowStore for ProcessView {
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         self.reachable()?;
+        let held = self
+            .held_writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if held {
+            // Applied by a task of its own: a caller that stops waiting does not stop it.
+            let (store, hold_for) = (Arc::clone(&self.store), *self.hold_for.lock());
+            return tokio::spawn(async move {
+                tokio::time::sleep(hold_for).await;
+                store.mutate_rows(batch).await
+            })
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        }
         self.store.mutate_rows(batch).await
     }
     async fn mutate_rows_atomically(
@@ -432,4 +458,91 @@ async fn oracle_time_is_the_leaders_clock_and_failures_name_the_endpoints() {
             .await,
         Err(percolator_core::Error::InvalidInput(_))
     ));
+}
+
+/// Timestamps from `server` for `period`, each with when it came.
+async fn served_for(server: String, period: Duration) -> Vec<Instant> {
+    let oracle = RemoteOracle::new(
+        RemoteOracleConfig::new([server]).with_request_timeout(Duration::from_millis(100)),
+    )
+    .unwrap();
+    let mut served = Vec::new();
+    let until = Instant::now() + period;
+    while Instant::now() < until {
+        if oracle.timestamp().await.is_ok() {
+            served.push(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    served
+}
+
+/// The longest time between two answers, and from the last answer to `end`.
+fn longest_gap(served: &[Instant], end: Instant) -> Duration {
+    served
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .chain(
+            served
+                .last()
+                .map(|last| end.saturating_duration_since(*last)),
+        )
+        .max()
+        .unwrap_or(end.elapsed())
+}
+
+/// A renewal the store holds on to for longer than the lease (an etcd proposal sent into an
+/// election waits out the client's timeout) does not cost the leader its lease: the attempt is
+/// given up after a quarter of the lease and tried again, so the leader serves on without a
+/// gap and the standby never takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_held_by_the_store_is_tried_again_before_the_lease_runs_out() {
+    let store = Arc::new(MemStore::new());
+    let view_a = ProcessView::new(&store, "A");
+    let a = server(Arc::clone(&view_a)).await;
+    assert!(a.wait_until_leading(Duration::from_secs(5)).await);
+    let b = server(ProcessView::new(&store, "B")).await;
+    let began = Instant::now();
+    let served = tokio::spawn(served_for(a.local_addr().to_string(), LEASE * 6));
+    tokio::time::sleep(LEASE).await;
+    view_a.hold_writes(1, LEASE * 2);
+    let served = served.await.unwrap();
+    let end = began + LEASE * 6;
+    let gap = longest_gap(&served, end);
+    assert!(
+        gap < LEASE / 2,
+        "the leader stopped serving for {gap:?} while one write was held"
+    );
+    assert!(a.is_leading(), "the leader lost the lease");
+    assert!(!b.is_leading(), "the standby took over");
+}
+
+/// A renewal whose answer never came but which applied is recognised as the leader's own when
+/// the next attempt finds the row changed: the leader adopts it instead of deposing itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_applied_unanswered_is_adopted() {
+    let store = Arc::new(MemStore::new());
+    let view_a = ProcessView::new(&store, "A");
+    let a = server(Arc::clone(&view_a)).await;
+    assert!(a.wait_until_leading(Duration::from_secs(5)).await);
+    let b = server(ProcessView::new(&store, "B")).await;
+    // Each held write outlives its attempt (a quarter of the lease) and applies before the
+    // next attempt reaches the store.
+    for _ in 0..5 {
+        let renewals = a.stats().renewals;
+        view_a.hold_writes(1, LEASE * 3 / 10);
+        let deadline = Instant::now() + LEASE * 4;
+        while a.stats().renewals < renewals + 2 {
+            assert!(Instant::now() < deadline, "no renewal after a held write");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            a.is_leading(),
+            "the leader deposed itself over its own write"
+        );
+    }
+    let end = Instant::now() + LEASE * 2;
+    let served = served_for(a.local_addr().to_string(), LEASE * 2).await;
+    assert!(longest_gap(&served, end) < LEASE / 2);
+    assert!(!b.is_leading());
 }

@@ -132,6 +132,20 @@ pub(crate) fn render<S: RowStore>(
     );
     metric(
         &mut out,
+        "percolator_gc_runs_total",
+        "counter",
+        "Background garbage-collection runs completed (serve --gc-every-secs).",
+        &[("", stats.gc_runs as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_gc_cells_deleted_total",
+        "counter",
+        "Cells (old versions, rollback records, acks) background garbage collection deleted.",
+        &[("", stats.gc_cells_deleted as f64)],
+    );
+    metric(
+        &mut out,
         "percolator_observer_transactions_per_second",
         "gauge",
         "Observer transactions per second, last 10 s.",

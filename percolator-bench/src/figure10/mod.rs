@@ -161,6 +161,18 @@ pub struct FaultReport {
     pub crawler: Dip,
 }
 
+/// A change in an oracle instance's leadership, from its log.
+#[derive(Debug, Clone, Serialize)]
+pub struct OracleEvent {
+    /// Seconds since the workers started (negative: before).
+    pub at_secs: f64,
+    /// The instance, e.g. `oracle A`.
+    pub instance: String,
+    /// `leading`, `stopped serving` (its lease ran out), `deposed` (another took the row) or
+    /// `could not renew`.
+    pub event: String,
+}
+
 /// The run and its checks.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure10Report {
@@ -206,6 +218,9 @@ pub struct Figure10Report {
     pub pending: usize,
     /// Locks left after the drain.
     pub locks: usize,
+    /// When each oracle instance took the lead, was deposed or failed to renew: whether an
+    /// etcd election cost the leading oracle its lease.
+    pub oracle_events: Vec<OracleEvent>,
 }
 
 impl Figure10Report {
@@ -276,8 +291,56 @@ impl Figure10Report {
             self.locks_rolled_forward,
             self.drain_secs,
         ));
+        if !self.oracle_events.is_empty() {
+            out.push_str("\n| oracle event | at |\n|---|---:|\n");
+            for e in &self.oracle_events {
+                out.push_str(&format!(
+                    "| {}: {} | {:.1} s |\n",
+                    e.instance, e.event, e.at_secs
+                ));
+            }
+        }
         out
     }
+}
+
+/// The leadership changes in the oracles' logs, in order.
+fn oracle_events(oracles: &[OracleSlot], origin: Instant) -> Vec<OracleEvent> {
+    let mut events: Vec<OracleEvent> = oracles
+        .iter()
+        .flat_map(|slot| {
+            slot.killed
+                .iter()
+                .chain(slot.running.iter())
+                .flat_map(|process| process.lines())
+                .filter_map(move |line| {
+                    let event = if line.text.contains("deposed") {
+                        "deposed"
+                    } else if line.text == "oracle standing by" {
+                        "stopped serving"
+                    } else if line.text.contains("could not renew") {
+                        "could not renew"
+                    } else if line.text.contains("oracle leading")
+                        || line.text.contains("oracle server: leading")
+                    {
+                        "leading"
+                    } else {
+                        return None;
+                    };
+                    let at_secs = match line.at.checked_duration_since(origin) {
+                        Some(after) => after.as_secs_f64(),
+                        None => -origin.duration_since(line.at).as_secs_f64(),
+                    };
+                    Some(OracleEvent {
+                        at_secs,
+                        instance: slot.name.clone(),
+                        event: event.to_owned(),
+                    })
+                })
+        })
+        .collect();
+    events.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
+    events
 }
 
 /// How long the final worker may take to drain the backlog.

@@ -97,6 +97,7 @@ pub async fn run(
     }
     client.shutdown().await?;
     experiment.stop().await;
+    let oracle_events = super::oracle_events(&experiment.oracles, experiment.origin);
 
     let (timeline, observer_runs, dips) = timeline_of(
         config,
@@ -147,6 +148,7 @@ pub async fn run(
             .collect(),
         pending,
         locks,
+        oracle_events,
     })
 }
 

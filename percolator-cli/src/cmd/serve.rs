@@ -12,7 +12,7 @@ use clap::Args;
 use percolator_core::{RowStore, TimestampOracle};
 use percolator_server::{Access, ReadAccess, Server, ServerConfig, Token, discovery};
 
-use crate::cmd::webindex::{WorkerArgs, runtime_config};
+use crate::cmd::webindex::{WorkerArgs, gc_schedule, runtime_config};
 use crate::output::outln;
 use crate::{CliError, client_builder};
 
@@ -33,6 +33,14 @@ pub struct ServeArgs {
     /// name behind a proxy; others are refused (a defence against DNS rebinding).
     #[arg(long, value_name = "HOST")]
     allowed_host: Vec<String>,
+    /// Collect garbage in the background every this many seconds (see `percolator gc`;
+    /// 0: never). A server recrawling pages keeps every old version without it.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    gc_every_secs: f64,
+    /// The safe point's distance behind the oldest snapshot in use: versions a snapshot this
+    /// much older than every live transaction's could still read are kept.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    gc_grace_secs: f64,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -82,7 +90,9 @@ pub async fn run<S: RowStore>(
         .into());
     };
     let access = access(args, token)?;
-    let config = ServerConfig::new(args.listen, access).with_runtime(runtime_config(&args.workers));
+    let gc = gc_schedule(Some(args.gc_every_secs), args.gc_grace_secs)?;
+    let config = ServerConfig::new(args.listen, access)
+        .with_runtime(runtime_config(&args.workers).with_gc(gc));
     let server = Server::start(client_builder(&store, &oracle), config).await?;
     if let Some(db) = db {
         discovery::write(db, &server.url()).map_err(|e| {

@@ -91,6 +91,13 @@ impl Lease {
     fn revoke(&self) {
         self.valid_until.store(0, Ordering::Release);
     }
+
+    /// How long one write of the row may go unanswered before it is given up as unsettled and
+    /// tried again: a write the store holds on to (a proposal to an etcd leader that was just
+    /// killed waits for the client's whole request timeout) must not use up the lease.
+    fn attempt_limit(&self) -> Duration {
+        self.duration / 4
+    }
 }
 
 /// How a [`LocalOracle`] persists and fences its timestamps.
@@ -209,6 +216,10 @@ pub struct LocalOracle<S: RowStore> {
     clock: Arc<dyn Clock>,
     /// Single-flight refill and renewal; holds the row as last written by this oracle.
     refill: tokio::sync::Mutex<Option<Bytes>>,
+    /// Writes of the row whose answer never came (a timeout, an outcome the store could not
+    /// tell), each with when it was first sent: any of them may have applied. Touched only
+    /// under `refill`; emptied by the next write that settles.
+    unsettled: parking_lot::Mutex<Vec<(Bytes, Instant)>>,
     /// `None` on stores one process owns.
     lease: Option<Lease>,
 }
@@ -318,6 +329,7 @@ impl<S: RowStore> LocalOracle<S> {
             window,
             clock: config.clock,
             refill: tokio::sync::Mutex::new(None),
+            unsettled: parking_lot::Mutex::new(Vec::new()),
             lease: None,
         };
         let distributed = oracle.store.limits().distributed;
@@ -417,18 +429,54 @@ impl<S: RowStore> LocalOracle<S> {
     /// Writes `new` over the row this oracle last wrote; on a shared store the write renews the
     /// lease (from the moment it was sent). Another owner's row means this oracle lost the
     /// store: it stops serving.
-    async fn write_own(&self, persisted: &mut Option<Bytes>, new: MarkRow) -> Result<()> {
+    ///
+    /// On a shared store one attempt waits at most a quarter of the lease; an attempt given up
+    /// on, or answered with an unknown outcome, is remembered as unsettled. When a later
+    /// compare-and-swap finds the row holding an unsettled attempt's bytes, that attempt
+    /// applied: it is adopted, with the lease counted from when it was first sent (its write
+    /// applied no earlier, so a newcomer waits at least as long). Returns whether the row now
+    /// holds `new` (`false`: an earlier, different attempt was adopted; build the row again).
+    async fn write_own(&self, persisted: &mut Option<Bytes>, new: MarkRow) -> Result<bool> {
         let bytes = new.encode();
         let sent = Instant::now();
-        match mark::compare_and_swap(self.store.as_ref(), persisted.as_ref(), &bytes).await? {
-            None => {
+        let swap = mark::compare_and_swap(self.store.as_ref(), persisted.as_ref(), &bytes);
+        let answer = match &self.lease {
+            Some(lease) => {
+                let limit = lease.attempt_limit();
+                tokio::time::timeout(limit, swap).await.unwrap_or_else(|_| {
+                    Err(Error::Store(crate::StoreError::Unavailable(format!(
+                        "the oracle's write of its row was not answered within {limit:?}"
+                    ))))
+                })
+            }
+            None => swap.await,
+        };
+        match answer {
+            Ok(None) => {
                 *persisted = Some(bytes);
+                self.unsettled.lock().clear();
                 if let Some(lease) = &self.lease {
                     lease.granted(sent);
                 }
-                Ok(())
+                Ok(true)
             }
-            Some(current) => {
+            Ok(Some(current)) => {
+                let adopted = current.as_ref().and_then(|row| {
+                    let unsettled = self.unsettled.lock();
+                    unsettled
+                        .iter()
+                        .find(|(attempt, _)| attempt == row)
+                        .map(|(_, first_sent)| *first_sent)
+                });
+                if let (Some(first_sent), Some(row)) = (adopted, current.as_ref()) {
+                    let holds_new = *row == bytes;
+                    *persisted = Some(row.clone());
+                    self.unsettled.lock().clear();
+                    if let Some(lease) = &self.lease {
+                        lease.granted(first_sent);
+                    }
+                    return Ok(holds_new);
+                }
                 if let Some(lease) = &self.lease {
                     lease.revoke();
                 }
@@ -441,6 +489,13 @@ impl<S: RowStore> LocalOracle<S> {
                      {:x} stops (processes sharing a store need one oracle service)",
                     self.id
                 )))
+            }
+            Err(e) => {
+                let mut unsettled = self.unsettled.lock();
+                if !unsettled.iter().any(|(attempt, _)| *attempt == bytes) {
+                    unsettled.push((bytes, sent));
+                }
+                Err(e)
             }
         }
     }
@@ -460,14 +515,19 @@ impl<S: RowStore> LocalOracle<S> {
         let new = from
             .checked_add(self.window)
             .ok_or_else(|| Error::Oracle("timestamp space exhausted".into()))?;
-        let (_, row) = Self::own_row(&persisted)?;
-        let next_row = MarkRow {
-            mark: new,
-            owner: self.id,
-            renewals: row.renewals.wrapping_add(1),
-            released: false,
-        };
-        self.write_own(&mut persisted, next_row).await?;
+        // Again on top of an earlier attempt that turned out to have applied.
+        loop {
+            let (_, row) = Self::own_row(&persisted)?;
+            let next_row = MarkRow {
+                mark: new,
+                owner: self.id,
+                renewals: row.renewals.wrapping_add(1),
+                released: false,
+            };
+            if self.write_own(&mut persisted, next_row).await? {
+                break;
+            }
+        }
         // The new mark is in the store; it must be durable before anything below it is used.
         self.store.sync().await?;
         self.limit.store(new, Ordering::Release);
@@ -491,15 +551,20 @@ impl<S: RowStore> LocalOracle<S> {
             owner: self.id,
             mark: row.mark,
         };
-        self.write_own(&mut persisted, next_row).await
+        // An earlier renewal or refill that turned out to have applied renews the lease too.
+        self.write_own(&mut persisted, next_row).await.map(|_| ())
     }
 
     /// Keeps the hot path free of store round trips (the oracle service calls it a few times
-    /// per lease): renews the lease once half of it is gone and persists the next window once
-    /// half of this one is used up. An [`Error::Oracle`] means another oracle took over.
+    /// per lease): renews the lease whenever less than three quarters of it is left and
+    /// persists the next window once half of this one is used up. An [`Error::Oracle`] means another oracle took over.
+    ///
+    /// Renewing that early lets the lease ride out a store outage of most of a lease (an etcd
+    /// election of 1–2 s against the default 3 s): renewal is tried at every call with each
+    /// attempt bounded, so one write the store holds on to does not use up the lease.
     pub async fn maintain(&self) -> Result<()> {
         if let Some(lease) = &self.lease {
-            self.renew(lease.duration / 2).await?;
+            self.renew(lease.duration * 3 / 4).await?;
         }
         let half_used = self
             .now_ts()
@@ -523,18 +588,26 @@ impl<S: RowStore> LocalOracle<S> {
             return Ok(());
         }
         lease.revoke();
-        let released = MarkRow {
-            renewals: row.renewals.wrapping_add(1),
-            released: true,
-            ..row
-        };
-        match self.write_own(&mut persisted, released).await {
-            // Someone else owns it already: nothing to give up.
-            Ok(()) | Err(Error::Oracle(_)) => {
-                lease.revoke();
-                Ok(())
+        loop {
+            let (_, row) = Self::own_row(&persisted)?;
+            let released = MarkRow {
+                renewals: row.renewals.wrapping_add(1),
+                released: true,
+                ..row
+            };
+            match self.write_own(&mut persisted, released).await {
+                // An earlier write turned out to have applied: release on top of it.
+                Ok(false) => {}
+                // Someone else owns it already: nothing to give up.
+                Ok(true) | Err(Error::Oracle(_)) => {
+                    lease.revoke();
+                    return Ok(());
+                }
+                Err(e) => {
+                    lease.revoke();
+                    return Err(e);
+                }
             }
-            Err(e) => Err(e),
         }
     }
 }

@@ -429,6 +429,32 @@ impl<S: RowStore> Transaction<S> {
         Ok(())
     }
 
+    /// Whether this transaction notifies `table`/`row`/`column` with [`Self::notify`] (the
+    /// observer runtime asks it to find a batching observer that left work for another run).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.notify("queue", "shard-0", "apply")?;
+    /// assert!(txn.notifies_cell("queue", "shard-0", "apply"));
+    /// assert!(!txn.notifies_cell("queue", "shard-1", "apply"));
+    /// # client.shutdown().await }
+    /// ```
+    pub fn notifies_cell(
+        &self,
+        table: impl AsRef<[u8]>,
+        row: impl AsRef<[u8]>,
+        column: impl AsRef<[u8]>,
+    ) -> bool {
+        let addr = CellAddr::new(bytes_of(table), bytes_of(row), bytes_of(column));
+        self.notifies.contains(&addr)
+    }
+
     /// Whether this transaction has a buffered write (or delete) of `table`/`row`/`column`
     /// (the observer runtime asks it to find observers that write the column they observe).
     ///

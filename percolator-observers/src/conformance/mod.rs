@@ -83,6 +83,7 @@ macro_rules! observer_conformance_tests {
             observer_weak_storm_stays_bounded => notify_cases::weak_storm_stays_bounded,
             observer_weak_notify_on_written_column => notify_cases::weak_notify_on_written_column,
             observer_batch_delay_collapses_notifications => notify_cases::batch_delay_collapses_notifications,
+            observer_batch_backlog_runs_back_to_back => notify_cases::batch_backlog_runs_back_to_back,
             observer_stages_drain_upstream_first => notify_cases::stages_drain_upstream_first,
             observer_notification_survives_crash_after_commit_point => notify_cases::notification_survives_crash_after_commit_point,
             observer_rolled_back_writer_runs_nothing => notify_cases::rolled_back_writer_runs_nothing,

@@ -335,6 +335,65 @@ pub async fn batch_delay_collapses_notifications<F: StoreFactory>(factory: &F) {
     assert_eq!(stats.notifications_cleared, 10);
 }
 
+/// A batching observer that applies at most [`DRAIN_PER_RUN`] of a queue's items per run and
+/// notifies its own cell again while items are left (as the web index's inverter does).
+struct Drainer;
+
+/// Items one [`Drainer`] run applies.
+const DRAIN_PER_RUN: u64 = 3;
+
+#[async_trait]
+impl<S: RowStore> Observer<S> for Drainer {
+    fn name(&self) -> &str {
+        "drainer"
+    }
+    fn observed(&self) -> ObservedColumn {
+        ObservedColumn::weak("drain", "go")
+    }
+    async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
+        let left = counter(txn, "drain", &change.row, "left").await;
+        let runs = counter(txn, "drain", &change.row, "runs").await;
+        let taken = left.min(DRAIN_PER_RUN);
+        txn.set("drain", &change.row, "left", (left - taken).to_string())?;
+        txn.set("drain", &change.row, "runs", (runs + 1).to_string())?;
+        if left > taken {
+            txn.notify("drain", &change.row, "go")?;
+        }
+        Ok(())
+    }
+    fn batch_delay(&self) -> Duration {
+        BATCH_DELAY
+    }
+}
+
+/// A batching observer's backlog runs back to back: a run that leaves work queued (notifies
+/// its own cell again) is followed at once by the next, not after another batch delay, and
+/// every item is applied.
+pub async fn batch_backlog_runs_back_to_back<F: StoreFactory>(factory: &F) {
+    const ITEMS: u64 = 5 * DRAIN_PER_RUN;
+    let store = factory.open().await;
+    let mut observers = Observers::new();
+    observers.register(Drainer).unwrap();
+    let runtime = start(&store, observers).await;
+    let c = runtime.client().clone();
+    let mut txn = c.begin().await.unwrap();
+    txn.set("drain", "queue", "left", ITEMS.to_string())
+        .unwrap();
+    txn.notify("drain", "queue", "go").unwrap();
+    txn.commit().await.unwrap();
+    idle(&runtime).await;
+    let reader = c.begin().await.unwrap();
+    assert_eq!(counter(&reader, "drain", b"queue", "left").await, 0);
+    let runs = counter(&reader, "drain", b"queue", "runs").await;
+    assert_eq!(runs, ITEMS / DRAIN_PER_RUN);
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!(
+        stats.batch_reruns,
+        runs - 1,
+        "every run after the first should follow its predecessor at once"
+    );
+}
+
 /// Records, in one shared log, which stage each of its runs belongs to.
 struct Stage {
     table: &'static str,

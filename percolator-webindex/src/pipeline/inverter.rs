@@ -19,6 +19,12 @@ use crate::terms::{CorpusCounts, PageTerms, PageTermsView, Posting};
 /// The most queued clusters one inverter run applies (one chunk); more are left for the next
 /// run, which the run notifies.
 pub const INVERT_BATCH: usize = 1024;
+/// The most rows one inverter run touches (terms, rare-term buckets, clusters and
+/// bookkeeping, counted as over-estimates), below the store's own limit: an inverter run is one
+/// transaction, which holds every cell it writes in memory and locks each in prewrite, so a
+/// backlog of large pages is applied in runs of bounded memory instead of one run of a
+/// hundred thousand rows.
+pub const INVERT_MAX_ROWS: usize = 16 * 1024;
 /// How long a shard's queue collects clusters before its inverter runs
 /// ([`Observer::batch_delay`]): the index lags the documents by about this much, and chunks
 /// are as large as what the exporters queue meanwhile.
@@ -75,6 +81,7 @@ impl<S: RowStore> Observer<S> for Inverter {
         // operations each in prewrite) and the run's own notification; the transaction's rows
         // are the touched terms, the clusters and the shard's few bookkeeping rows.
         let limits = txn.store_limits();
+        let max_rows = limits.max_batch_rows.min(INVERT_MAX_ROWS);
         let max_clusters = INVERT_BATCH
             .min(limits.max_row_ops.saturating_sub(3) / 2)
             .max(1);
@@ -134,14 +141,14 @@ impl<S: RowStore> Observer<S> for Inverter {
                 let new_terms = new.iter().flat_map(|v| v.iter().map(|(t, _)| t));
                 rows + cluster.old.as_ref().map_or(0, |t| t.counts.len())
                     + new.as_ref().map_or(0, PageTermsView::len)
-                    <= limits.max_batch_rows
+                    <= max_rows
                     || rows
                         + old_terms
                             .map(String::as_str)
                             .chain(new_terms)
                             .filter(|t| !added.contains_key(*t) && !removed_terms.contains(*t))
                             .count()
-                        <= limits.max_batch_rows
+                        <= max_rows
             };
             if taken > 0 && !fits {
                 more = true; // the rest waits for the next run

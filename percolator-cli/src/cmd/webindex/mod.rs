@@ -13,10 +13,11 @@ mod stats;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use percolator_core::{Client, RowStore, TimestampOracle};
-use percolator_observers::RuntimeConfig;
+use percolator_core::{Client, GcConfig, RowStore, TimestampOracle};
+use percolator_observers::{GcSchedule, RuntimeConfig};
 use percolator_webindex as webindex;
 
 use crate::{CliError, client_builder};
@@ -162,6 +163,29 @@ pub struct QueryArgs {
 }
 
 /// The observer runtime's configuration from the worker flags.
+/// Garbage collection every `every_secs` (none when `None` or 0) with the safe point
+/// `grace_secs` behind the oldest snapshot in use (see `percolator gc`).
+pub(crate) fn gc_schedule(
+    every_secs: Option<f64>,
+    grace_secs: f64,
+) -> Result<Option<GcSchedule>, CliError> {
+    let seconds = |what: &str, s: f64| {
+        Duration::try_from_secs_f64(s)
+            .map_err(|_| format!("{what} must be a non-negative number of seconds, not {s}"))
+    };
+    let Some(every) = every_secs else {
+        return Ok(None);
+    };
+    let every = seconds("--gc-every-secs", every)?;
+    if every.is_zero() {
+        return Ok(None);
+    }
+    Ok(Some(GcSchedule::new(
+        every,
+        GcConfig::default().with_grace(seconds("--gc-grace-secs", grace_secs)?),
+    )))
+}
+
 pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
     RuntimeConfig::default()
         .with_scanners(workers.scanners)

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use percolator_core::{GcConfig, RowStore, TimestampOracle, TxnConfig};
-use percolator_observers::{GcSchedule, Runtime};
+use percolator_core::{RowStore, TimestampOracle, TxnConfig};
+use percolator_observers::Runtime;
 use percolator_webindex as webindex;
 
-use super::{RunArgs, runtime_config};
+use super::{RunArgs, gc_schedule, runtime_config};
 use crate::output::{bar, out, outln, stats_table};
 use crate::{CliError, client_builder};
 
@@ -19,20 +19,7 @@ pub async fn run<S: RowStore>(
     oracle: Option<Arc<dyn TimestampOracle>>,
     args: &RunArgs,
 ) -> Result<ExitCode, CliError> {
-    let gc = match args.gc_every_secs {
-        None => None,
-        Some(every) => {
-            let seconds = |what: &str, s: f64| {
-                Duration::try_from_secs_f64(s).map_err(|_| {
-                    format!("{what} must be a non-negative number of seconds, not {s}")
-                })
-            };
-            Some(GcSchedule::new(
-                seconds("--gc-every-secs", every)?,
-                GcConfig::default().with_grace(seconds("--gc-grace-secs", args.gc_grace_secs)?),
-            ))
-        }
-    };
+    let gc = gc_schedule(args.gc_every_secs, args.gc_grace_secs)?;
     let mut client = client_builder(&store, &oracle);
     if args.two_phase {
         client = client.config(TxnConfig::default().with_one_phase_commit(false));
