@@ -106,6 +106,8 @@ pub struct Sample {
     pub freshness_p99_secs: f64,
     /// Pending notifications.
     pub pending: u64,
+    /// Documents in the search index: how far indexing trails the acknowledged pages.
+    pub documents_indexed: u64,
     /// The server's resident memory, bytes.
     pub rss_bytes: u64,
     /// Its database directory, bytes.
@@ -182,6 +184,7 @@ impl ServeLoadReport {
              | answers 503 | {busy} |\n\
              | 5xx other than 503 | {} |\n\
              | freshness p50 / p99 at the end | {:.2} / {:.2} s |\n\
+             | documents indexed when the load stopped | {} |\n\
              | peak RSS; max in each third of the run | {:.0} MB; {rss} MB |\n\
              | disk, max in each third of the run | {disk} MB |\n\
              | drain after the load | {:.1} s |\n\
@@ -198,6 +201,7 @@ impl ServeLoadReport {
             self.server_errors,
             self.timeline.last().map_or(0.0, |s| s.freshness_p50_secs),
             self.timeline.last().map_or(0.0, |s| s.freshness_p99_secs),
+            self.timeline.last().map_or(0, |s| s.documents_indexed),
             self.peak_rss_bytes as f64 / 1e6,
             self.drain_secs,
             self.violations.len(),
@@ -558,17 +562,21 @@ pub async fn run(
             freshness_p50_secs: status.as_ref().map_or(0.0, |s| s.freshness_p50_secs),
             freshness_p99_secs: status.as_ref().map_or(0.0, |s| s.freshness_p99_secs),
             pending: status.as_ref().map_or(0, |s| s.pending),
+            documents_indexed: status
+                .as_ref()
+                .map_or(0, |s| u64::try_from(s.documents).unwrap_or(0)),
             rss_bytes: rss,
             disk_bytes: dir_bytes(&config.db),
             hog: hog_window.is_some_and(|(from, until)| now >= from && now < until),
         };
         if timeline.len().is_multiple_of(10) {
             say(&format!(
-                "{:.0} s: {:.0} searches/s (p99 {:.0} ms), {} acknowledged, {} pending, {:.0} MB{}",
+                "{:.0} s: {:.0} searches/s (p99 {:.0} ms), {} acknowledged, {} indexed, {} pending, {:.0} MB{}",
                 sample.t_secs,
                 sample.searches_per_sec,
                 sample.search_p99_ms,
                 sample.pages_acknowledged,
+                sample.documents_indexed,
                 sample.pending,
                 rss as f64 / 1e6,
                 if sample.hog { ", hog on" } else { "" }

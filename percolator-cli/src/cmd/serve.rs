@@ -34,8 +34,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST")]
     allowed_host: Vec<String>,
     /// Collect garbage in the background every this many seconds (see `percolator gc`;
-    /// 0: never). A server recrawling pages keeps every old version without it.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    /// 0: never). A server recrawling pages keeps every old version without it. A run reads
+    /// every write record of the store, so it is not cheap: with the default grace, collecting
+    /// more often than the grace frees little more.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     gc_every_secs: f64,
     /// The safe point's distance behind the oldest snapshot in use: versions a snapshot this
     /// much older than every live transaction's could still read are kept.

@@ -44,30 +44,38 @@ fn statuses(report: &Value) -> String {
     }
 }
 
+/// The maximum of `key` (bytes) in each third of the timeline, in MB: "a / b / c".
+fn thirds(report: &Value, key: &str) -> String {
+    let timeline = report["timeline"].as_array().cloned().unwrap_or_default();
+    let n = timeline.len().div_ceil(3).max(1);
+    timeline
+        .chunks(n)
+        .map(|third| {
+            let max = third.iter().map(|s| num(&s[key])).fold(0.0, f64::max);
+            format!("{:.0}", max / 1e6)
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 /// The table: the run's summary.
 pub fn table(report: &Value) -> String {
-    let rss: Vec<f64> = report["timeline"]
+    // Documents in the index when the load stopped: how far indexing trailed (older reports
+    // did not record it).
+    let indexed = report["timeline"]
         .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| num(&s["rss_bytes"]) / 1e6)
-        .collect();
-    let window = |from: bool| -> f64 {
-        let part: Vec<f64> = if from {
-            rss.iter().take(30).copied().collect()
-        } else {
-            rss.iter().rev().take(30).copied().collect()
-        };
-        part.into_iter().fold(0.0, f64::max)
-    };
+        .and_then(|t| t.last())
+        .and_then(|s| s["documents_indexed"].as_u64())
+        .map_or("–".to_owned(), |n| n.to_string());
     format!(
         "## Serving under load: a steady crawl, {} searchers, a CPU hog for the middle third\n\n\
          | pages crawled (new) | seconds | searches answered | search p50 / p99 | answers by \
-         status (errors) | 5xx other than 503 | acknowledged / stored after the drain | drain | \
-         peak RSS, max of the first / last 30 s | invariants |\n\
-         |---:|---:|---:|---|---|---:|---|---:|---|---|\n\
-         | {} | {:.0} | {} | {:.1} / {:.1} ms | {} | {} | {} / {} | {:.1} s | {:.0} MB, {:.0} / \
-         {:.0} MB | {} |\n",
+         status (errors) | 5xx other than 503 | indexed when the load stopped | acknowledged / \
+         stored after the drain | drain | peak RSS | RSS, max in each third | disk, max in each \
+         third | invariants |\n\
+         |---:|---:|---:|---|---|---:|---:|---|---:|---:|---|---|---|\n\
+         | {} | {:.0} | {} | {:.1} / {:.1} ms | {} | {} | {indexed} | {} / {} | {:.1} s | {:.0} MB \
+         | {} MB | {} MB | {} |\n",
         report["searchers"].as_u64().unwrap_or(0),
         report["docs"].as_u64().unwrap_or(0),
         num(&report["duration_secs"]),
@@ -80,8 +88,8 @@ pub fn table(report: &Value) -> String {
         report["documents_stored"].as_u64().unwrap_or(0),
         num(&report["drain_secs"]),
         num(&report["peak_rss_bytes"]) / 1e6,
-        window(true),
-        window(false),
+        thirds(report, "rss_bytes"),
+        thirds(report, "disk_bytes"),
         if report["violations"]
             .as_array()
             .is_some_and(|v| v.is_empty())
@@ -103,10 +111,10 @@ pub fn headline(report: &Value) -> Vec<(String, String)> {
             num(&report["duration_secs"])
         ),
         format!(
-            "search p99 {:.0} ms; 5xx other than 503: {}; peak RSS {:.0} MB",
+            "search p99 {:.0} ms; 5xx other than 503: {}; RSS max per third {} MB",
             num(&report["search_p99_ms"]),
             report["server_errors"].as_u64().unwrap_or(0),
-            num(&report["peak_rss_bytes"]) / 1e6
+            thirds(report, "rss_bytes")
         ),
     )]
 }
