@@ -506,7 +506,7 @@ pub async fn collects_notifications_nobody_observes<F: StoreFactory>(factory: &F
 
 /// An observer's ack of a column that has no value at the safe point and no notification at or
 /// below it goes with the column's history; an ack of a live column, or of one with a pending
-/// notification, stays.
+/// notification, stays, and so does the delete record that notification is about.
 pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
     let store = factory.open().await;
     let watched = crate::txn::ObservedColumn::strong(TABLE, "watched");
@@ -558,6 +558,14 @@ pub async fn collects_orphaned_acks<F: StoreFactory>(factory: &F) {
             .unwrap()
             .is_some(),
         "a pending notification may still need the ack"
+    );
+    // The delete that notification is about stays visible as a delete, with its commit: a
+    // strong observer yet to run must see that something changed.
+    let pending = t.get_versioned(TABLE, "pending", "watched").await.unwrap();
+    assert_eq!(pending.value, None);
+    assert!(
+        pending.commit_ts.is_some(),
+        "GC erased the delete a pending notification is about"
     );
     assert_eq!(
         t.get(TABLE, "live", "watched").await.unwrap(),

@@ -412,7 +412,8 @@ impl<S: RowStore> Client<S> {
                     let (data, notified) = self
                         .below_safe_point(table, &row.row, &plan, safe_point)
                         .await?;
-                    stat.acks_deleted += plan.drop_orphaned_acks(&notified, skip);
+                    stat.writes_deleted -= plan.keep_notified_deletes(&notified.any);
+                    stat.acks_deleted += plan.drop_orphaned_acks(&notified.at_or_below, skip);
                     for cell in data {
                         let keep = plan
                             .referenced
@@ -509,28 +510,29 @@ impl<S: RowStore> Client<S> {
     }
 
     /// In one row: the data versions below `safe_point` of the columns `plan` collects, and
-    /// which observed columns of its orphaned-ack candidates have notifications at or below it.
+    /// which of its orphaned-ack candidates' observed columns and of its deleted columns have
+    /// notifications pending.
     async fn below_safe_point(
         &self,
         table: &Bytes,
         row: &Bytes,
         plan: &RowPlan,
         safe_point: u64,
-    ) -> Result<(Vec<Cell>, HashSet<Bytes>)> {
-        let observed: BTreeSet<Bytes> = plan.ack_candidates().map(|(_, c)| c).collect();
+    ) -> Result<(Vec<Cell>, Notified)> {
+        let mut watched: BTreeSet<Bytes> = plan.ack_candidates().map(|(_, c)| c).collect();
+        watched.extend(plan.newest_deletes.keys().cloned());
         if plan.columns.is_empty() {
-            return Ok((Vec::new(), HashSet::new()));
+            return Ok((Vec::new(), Notified::default()));
         }
         let mut reads = vec![
             FamilyRead::all(Family::Data)
                 .columns(Columns::Only(plan.columns.iter().cloned().collect()))
                 .ts(TsRange::new(0, safe_point - 1)),
         ];
-        if !observed.is_empty() {
+        if !watched.is_empty() {
             reads.push(
                 FamilyRead::all(Family::Notify)
-                    .columns(Columns::Only(observed.into_iter().collect()))
-                    .ts(TsRange::new(0, safe_point)),
+                    .columns(Columns::Only(watched.into_iter().collect())),
             );
         }
         let mut answer = self
@@ -545,9 +547,24 @@ impl<S: RowStore> Client<S> {
             .await?
             .into_iter();
         let data = answer.next().unwrap_or_default();
-        let notified = answer.flatten().map(|cell| cell.column).collect();
+        let mut notified = Notified::default();
+        for cell in answer.flatten() {
+            if cell.ts <= safe_point {
+                notified.at_or_below.insert(cell.column.clone());
+            }
+            notified.any.insert(cell.column);
+        }
         Ok((data, notified))
     }
+}
+
+/// The columns of one row with pending notifications.
+#[derive(Debug, Default)]
+struct Notified {
+    /// With a notification at or below the safe point.
+    at_or_below: HashSet<Bytes>,
+    /// With any notification.
+    any: HashSet<Bytes>,
 }
 
 /// What to delete in one row's write family, and which data versions must stay.
@@ -563,6 +580,10 @@ struct RowPlan {
     /// Per collected column whose newest committed write at or below the safe point is a put:
     /// that record's commit and start timestamps (the version kept).
     kept_puts: BTreeMap<Bytes, (u64, u64)>,
+    /// Per collected column whose newest committed write at or below the safe point is a
+    /// delete: that record's commit timestamp (planned for deletion, unless a notification
+    /// still waits on the column).
+    newest_deletes: BTreeMap<Bytes, u64>,
 }
 
 impl RowPlan {
@@ -574,6 +595,24 @@ impl RowPlan {
             (!self.kept_puts.contains_key(observed))
                 .then(|| (column.clone(), Bytes::copy_from_slice(observed)))
         })
+    }
+
+    /// Keeps the newest delete record of every column that still has a notification pending
+    /// (`notified`): an observer yet to run on that change must see that the value was
+    /// deleted, and when. Without the record a strong observer finds neither a value nor a
+    /// commit, takes the change for nothing, and skips it for good (a cluster emptied by a
+    /// recrawl stayed exported). Returns the write records kept.
+    fn keep_notified_deletes(&mut self, notified: &HashSet<Bytes>) -> u64 {
+        let kept: Vec<(Bytes, u64)> = self
+            .newest_deletes
+            .iter()
+            .filter(|(column, _)| notified.contains(*column))
+            .map(|(column, ts)| (column.clone(), *ts))
+            .collect();
+        self.deletes.retain(|(family, column, ts)| {
+            !(*family == Family::Write && kept.iter().any(|(c, t)| c == column && t == ts))
+        });
+        kept.len() as u64
     }
 
     /// Deletes the kept version of every candidate ack whose observed column has no
@@ -637,6 +676,7 @@ fn plan_row(cells: &[Cell], safe_point: u64, skip: impl Fn(&Bytes) -> bool) -> R
                     }
                     WriteKind::Delete => {
                         kept_committed = true;
+                        plan.newest_deletes.insert(column.clone(), cell.ts);
                         false
                     }
                 }

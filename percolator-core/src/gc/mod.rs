@@ -27,6 +27,10 @@
 //!   latch for long, and versions above the safe point are never touched, so GC needs no
 //!   conditions against concurrent writers (they all write above it).
 //!
+//! - A column whose newest version at or below the safe point is a delete loses its history,
+//!   except that delete record while a notification on the column is pending: the observer
+//!   yet to run must see the delete (a strong observer skips a column with no value and no
+//!   commit).
 //! - Notify versions are kept while their column has a registration in the observer registry
 //!   ([`crate::observer_registry`]); below the safe point, those of columns nobody registered
 //!   are deleted (a writer that declares its observed columns registers them, so its
