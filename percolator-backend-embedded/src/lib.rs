@@ -29,6 +29,7 @@
 //! - [`plan`]: checks a row mutation's conditions and turns its mutations into concrete
 //!   [`KeyWrite`]s, through the engine's point and range lookups ([`KeyLookup`]), for the engine
 //!   to apply in one atomic batch.
+//! - [`long_synchronous`]: runs a large batch so that it does not take a runtime worker away.
 //! - Key helpers for point and range lookups on [`percolator_core::backend::key`]'s layout.
 
 use std::hash::BuildHasher;
@@ -41,6 +42,9 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use percolator_core::StoreError;
 use percolator_core::backend::key;
 use percolator_core::store::{Condition, Family, Mutation, MutationOutcome, RowMutation, TsRange};
+
+mod long_call;
+pub use long_call::{LONG_BATCH_ROWS, long_synchronous};
 
 /// Row latch stripes.
 pub const STRIPES: usize = 4096;

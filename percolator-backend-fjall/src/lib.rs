@@ -169,7 +169,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use bytes::Bytes;
 use fjall::{Database, Keyspace};
-use percolator_backend_embedded::{GroupSync, RowLatches};
+use percolator_backend_embedded::{GroupSync, RowLatches, long_synchronous};
 use percolator_core::backend::key::{self, KeyError};
 use percolator_core::{
     AtomicOutcome, Cell, Family, MutationOutcome, ReadRow, RowCells, RowMutation, RowStore, Scan,
@@ -298,7 +298,8 @@ impl RowStore for FjallStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
-        self.scan_rows(request)
+        let rows = request.row_limit.unwrap_or(usize::MAX);
+        long_synchronous(rows, || self.scan_rows(request))
     }
 
     async fn mutate_rows(
@@ -306,7 +307,7 @@ impl RowStore for FjallStore {
         batch: Vec<RowMutation>,
     ) -> Result<Vec<MutationOutcome>, StoreError> {
         tokio::task::consume_budget().await;
-        self.mutate_batch(batch)
+        long_synchronous(batch.len(), || self.mutate_batch(batch))
     }
 
     /// One fjall write batch under every row's latch: atomic for readers (a snapshot never sees
@@ -316,7 +317,7 @@ impl RowStore for FjallStore {
         batch: Vec<RowMutation>,
     ) -> Result<AtomicOutcome, StoreError> {
         tokio::task::consume_budget().await;
-        self.mutate_batch_atomically(batch)
+        long_synchronous(batch.len(), || self.mutate_batch_atomically(batch))
     }
 
     async fn sync(&self) -> Result<(), StoreError> {

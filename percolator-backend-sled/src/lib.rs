@@ -107,8 +107,8 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use bytes::Bytes;
 use percolator_backend_embedded::{
-    GroupSync, KeyLookup, KeyWrite, RowLatches, plan, prefix_end, rows_are_distinct, scan_range,
-    version_bounds,
+    GroupSync, KeyLookup, KeyWrite, RowLatches, long_synchronous, plan, prefix_end,
+    rows_are_distinct, scan_range, version_bounds,
 };
 use percolator_core::backend::key::{self, KeyError};
 use percolator_core::backend::validate::{validate_atomic_batch, validate_batch};
@@ -507,38 +507,41 @@ impl RowStore for SledStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
-        if request.snapshot_ts.is_some() {
-            self.latches.admit_scan(&request.table, request.snapshot_ts);
-            self.latches.cycle_scan_gates();
-        }
-        let table_prefix = key::table_prefix(&request.table);
-        let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
-        let tree = self.tree(request.read.family);
-        let mut out = Vec::new();
-        while request.row_limit.is_none_or(|limit| out.len() < limit) {
-            let Some(item) = tree.range(cursor.as_slice()..scan_end.as_slice()).next() else {
-                break;
-            };
-            let (k, _) = item.map_err(|e| backend("scan", e))?;
-            if !k.starts_with(&table_prefix) {
-                break;
+        let rows = request.row_limit.unwrap_or(usize::MAX);
+        long_synchronous(rows, || {
+            if request.snapshot_ts.is_some() {
+                self.latches.admit_scan(&request.table, request.snapshot_ts);
+                self.latches.cycle_scan_gates();
             }
-            let (row, used) =
-                key::decode_bytes(&k[table_prefix.len()..], table_prefix.len()).map_err(corrupt)?;
-            let row_prefix = &k[..table_prefix.len() + used];
-            let cells = {
-                let _latch = self.latches.read(&request.table, &row);
-                self.read_family(row_prefix, &request.table, &row, &request.read)?
-            };
-            cursor = prefix_end(row_prefix);
-            if !cells.is_empty() {
-                out.push(RowCells {
-                    row: Bytes::from(row),
-                    cells,
-                });
+            let table_prefix = key::table_prefix(&request.table);
+            let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
+            let tree = self.tree(request.read.family);
+            let mut out = Vec::new();
+            while request.row_limit.is_none_or(|limit| out.len() < limit) {
+                let Some(item) = tree.range(cursor.as_slice()..scan_end.as_slice()).next() else {
+                    break;
+                };
+                let (k, _) = item.map_err(|e| backend("scan", e))?;
+                if !k.starts_with(&table_prefix) {
+                    break;
+                }
+                let (row, used) = key::decode_bytes(&k[table_prefix.len()..], table_prefix.len())
+                    .map_err(corrupt)?;
+                let row_prefix = &k[..table_prefix.len() + used];
+                let cells = {
+                    let _latch = self.latches.read(&request.table, &row);
+                    self.read_family(row_prefix, &request.table, &row, &request.read)?
+                };
+                cursor = prefix_end(row_prefix);
+                if !cells.is_empty() {
+                    out.push(RowCells {
+                        row: Bytes::from(row),
+                        cells,
+                    });
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     async fn mutate_rows(
@@ -549,12 +552,14 @@ impl RowStore for SledStore {
         validate_batch(&batch, &SLED_LIMITS)?;
         // Taken before any row latch (a scan cycling the gates holds no latch).
         let _gate = self.latches.gate_for(&batch);
-        if rows_are_distinct(&batch) {
-            self.mutate_distinct_rows(&batch)
-        } else {
-            // Items on the same row must see each other's effects: apply one by one.
-            batch.iter().map(|item| self.mutate_one(item)).collect()
-        }
+        long_synchronous(batch.len(), || {
+            if rows_are_distinct(&batch) {
+                self.mutate_distinct_rows(&batch)
+            } else {
+                // Items on the same row must see each other's effects: apply one by one.
+                batch.iter().map(|item| self.mutate_one(item)).collect()
+            }
+        })
     }
 
     /// One sled transaction under every row's latch, as a distinct-row batch applies.
@@ -566,7 +571,7 @@ impl RowStore for SledStore {
         validate_atomic_batch(&batch, &SLED_LIMITS)?;
         // Taken before any row latch (a scan cycling the gates holds no latch).
         let _gate = self.latches.gate_for(&batch);
-        self.mutate_all_or_nothing(&batch)
+        long_synchronous(batch.len(), || self.mutate_all_or_nothing(&batch))
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
