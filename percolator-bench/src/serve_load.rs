@@ -149,6 +149,15 @@ pub struct ServeLoadReport {
     pub violations: Vec<String>,
     /// Peak resident memory of the server over the run, bytes.
     pub peak_rss_bytes: u64,
+    /// Its resident memory after the drain, bytes.
+    pub rss_after_drain_bytes: u64,
+    /// The server's background garbage collection over the run and the drain: runs completed,
+    /// their wall time in seconds, and the cells they deleted.
+    pub gc_runs: u64,
+    /// See [`Self::gc_runs`].
+    pub gc_secs: f64,
+    /// See [`Self::gc_runs`].
+    pub gc_cells_deleted: u64,
 }
 
 impl ServeLoadReport {
@@ -187,7 +196,9 @@ impl ServeLoadReport {
              | documents indexed when the load stopped | {} |\n\
              | peak RSS; max in each third of the run | {:.0} MB; {rss} MB |\n\
              | disk, max in each third of the run | {disk} MB |\n\
+             | RSS after the drain | {:.0} MB |\n\
              | drain after the load | {:.1} s |\n\
+             | GC runs, their time, cells deleted | {}, {:.0} s, {} |\n\
              | invariant violations | {} |\n",
             self.docs,
             self.pages_acknowledged,
@@ -203,7 +214,11 @@ impl ServeLoadReport {
             self.timeline.last().map_or(0.0, |s| s.freshness_p99_secs),
             self.timeline.last().map_or(0, |s| s.documents_indexed),
             self.peak_rss_bytes as f64 / 1e6,
+            self.rss_after_drain_bytes as f64 / 1e6,
             self.drain_secs,
+            self.gc_runs,
+            self.gc_secs,
+            self.gc_cells_deleted,
             self.violations.len(),
         )
     }
@@ -595,10 +610,10 @@ pub async fn run(
     say("load stopped; draining");
     let drained = Instant::now();
     let deadline = drained + Duration::from_secs(1800);
-    loop {
+    let final_status = loop {
         let status = remote.status().await?;
         if status.pending == 0 {
-            break;
+            break status;
         }
         if Instant::now() > deadline {
             return Err(ServeLoadError::Server(format!(
@@ -607,8 +622,9 @@ pub async fn run(
             )));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    };
     let drain_secs = drained.elapsed().as_secs_f64();
+    let rss_after_drain = rss_of(pid);
     say("checking");
     let stats = remote.check().await?;
     let mut all = std::mem::take(&mut *tally.all_latencies_us.lock());
@@ -645,6 +661,10 @@ pub async fn run(
             .map(ToString::to_string)
             .collect(),
         peak_rss_bytes: peak_rss,
+        rss_after_drain_bytes: rss_after_drain,
+        gc_runs: final_status.gc_runs,
+        gc_secs: final_status.gc_secs,
+        gc_cells_deleted: final_status.gc_cells_deleted,
     })
 }
 

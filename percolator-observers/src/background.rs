@@ -19,6 +19,7 @@ pub(crate) async fn gc_loop<S: RowStore>(shared: Arc<Shared<S>>, schedule: GcSch
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(schedule.interval) => {}
         }
+        let started = std::time::Instant::now();
         let run = tokio::select! {
             () = shared.stop.cancelled() => return,
             run = shared.client.gc(&schedule.config, |_| {}) => run,
@@ -27,8 +28,19 @@ pub(crate) async fn gc_loop<S: RowStore>(shared: Arc<Shared<S>>, schedule: GcSch
             Ok(report) => {
                 let metrics = &shared.metrics;
                 crate::metrics::bump(&metrics.gc_runs, 1);
-                crate::metrics::bump(&metrics.gc_cells_deleted, report.total().cells_deleted());
-                tracing::debug!(safe_point = report.safe_point, "background GC run done");
+                let deleted = report.total().cells_deleted();
+                let took = started.elapsed();
+                crate::metrics::bump(&metrics.gc_cells_deleted, deleted);
+                crate::metrics::bump(
+                    &metrics.gc_micros,
+                    u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                );
+                tracing::info!(
+                    safe_point = report.safe_point,
+                    deleted,
+                    secs = took.as_secs_f64(),
+                    "background GC run done"
+                );
             }
             Err(e) => tracing::warn!(error = %e, "background GC run failed; retrying later"),
         }

@@ -26,6 +26,7 @@ pub struct ObserverMetrics {
     pub(crate) in_flight: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_cells_deleted: AtomicU64,
+    pub(crate) gc_micros: AtomicU64,
     pub(crate) dead_leases_ended: AtomicU64,
     pub(crate) abandoned_locks_resolved: AtomicU64,
     pub(crate) panics: AtomicU64,
@@ -152,6 +153,8 @@ pub struct RuntimeStats {
     pub gc_runs: u64,
     /// Cells those runs deleted.
     pub gc_cells_deleted: u64,
+    /// Wall time those runs took, microseconds.
+    pub gc_micros: u64,
     /// Observer panics caught (in `observe`, counted as failed runs, or in `committed`).
     pub panics: u64,
     /// Changes parked after their observer failed too often.
@@ -219,6 +222,7 @@ impl ObserverMetrics {
             pending,
             gc_runs: load(&self.gc_runs),
             gc_cells_deleted: load(&self.gc_cells_deleted),
+            gc_micros: load(&self.gc_micros),
             panics: load(&self.panics),
             parked: load(&self.parked),
             backed_off: load(&self.backed_off),

@@ -310,6 +310,9 @@ pub(crate) async fn status_of<S: RowStore>(shared: &Shared<S>) -> Result<Status,
         freshness_p99_secs: secs(shared.freshness.quantile(0.99)),
         searches: shared.searches.load(Relaxed),
         search_p50_ms: secs(shared.search_latency.quantile(0.5)) * 1000.0,
+        gc_runs: stats.gc_runs,
+        gc_secs: stats.gc_micros as f64 / 1e6,
+        gc_cells_deleted: stats.gc_cells_deleted,
         tables,
     })
 }

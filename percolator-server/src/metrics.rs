@@ -146,6 +146,13 @@ pub(crate) fn render<S: RowStore>(
     );
     metric(
         &mut out,
+        "percolator_gc_seconds_total",
+        "counter",
+        "Wall time of the completed background garbage-collection runs.",
+        &[("", stats.gc_micros as f64 / 1e6)],
+    );
+    metric(
+        &mut out,
         "percolator_observer_transactions_per_second",
         "gauge",
         "Observer transactions per second, last 10 s.",

@@ -94,6 +94,15 @@ pub struct Status {
     pub searches: u64,
     /// Median search latency, milliseconds.
     pub search_p50_ms: f64,
+    /// Background garbage-collection runs completed.
+    #[serde(default)]
+    pub gc_runs: u64,
+    /// Their wall time, seconds.
+    #[serde(default)]
+    pub gc_secs: f64,
+    /// Cells they deleted.
+    #[serde(default)]
+    pub gc_cells_deleted: u64,
     /// Per table.
     pub tables: Vec<TableStatus>,
 }

@@ -8,9 +8,12 @@
 //!    records what happened.
 //! 3. **Versions**, table by table, a bounded page of rows at a time: per column, the newest
 //!    committed write record at or below the safe point stays (with its data) unless it is a
-//!    delete; every older write record, every rollback record at or below it, and every data
-//!    version below it that no remaining write record points at are deleted. Versions above
-//!    the safe point are never touched. Columns whose lock could not be resolved are skipped.
+//!    delete; every older write record and every rollback record at or below it are deleted,
+//!    with the data version of each deleted put. Versions above the safe point are never
+//!    touched. Columns whose lock could not be resolved are skipped. The plan comes from the
+//!    write records alone: data exists only at the start timestamp of a put record whose value
+//!    is not inline (a rollback deletes its data with the lock), so no data is read; only a row
+//!    with a delete or an ack candidate to decide reads its pending notifications.
 //!    **Orphaned acks** go whole: an observer's ack of a column that has no value at the safe
 //!    point and no notification at or below it (see "Acks" below).
 //! 4. **Leases** of dead workers are deleted (unless renewed meanwhile).
@@ -406,30 +409,23 @@ impl<S: RowStore> Client<S> {
                     ))
                 };
                 let mut plan = plan_row(&row.cells, safe_point, skip)?;
-                stat.writes_deleted += plan.writes;
-                stat.rollbacks_deleted += plan.rollbacks;
-                if safe_point > 0 {
-                    let (data, notified) = self
-                        .below_safe_point(table, &row.row, &plan, safe_point)
-                        .await?;
-                    stat.writes_deleted -= plan.keep_notified_deletes(&notified.any);
-                    stat.acks_deleted += plan.drop_orphaned_acks(&notified.at_or_below, skip);
-                    for cell in data {
-                        let keep = plan
-                            .referenced
-                            .get(&cell.column)
-                            .is_some_and(|kept| kept.contains(&cell.ts));
-                        if !keep {
-                            stat.data_deleted += 1;
-                            plan.deletes.push((Family::Data, cell.column, cell.ts));
-                        }
-                    }
-                }
-                let deletes = plan.deletes;
-                if config.dry_run || deletes.is_empty() {
+                let watched = plan.watched_columns();
+                let notified = if watched.is_empty() {
+                    Notified::default()
+                } else {
+                    self.notified_columns(table, &row.row, watched, safe_point)
+                        .await?
+                };
+                let orphaned_acks = plan.drop_orphaned_acks(&notified.at_or_below, skip);
+                let deletes = plan.into_deletes(&notified.any);
+                stat.writes_deleted += deletes.writes;
+                stat.rollbacks_deleted += deletes.rollbacks;
+                stat.acks_deleted += orphaned_acks;
+                stat.data_deleted += deletes.data;
+                if config.dry_run || deletes.cells.is_empty() {
                     continue;
                 }
-                for chunk in deletes.chunks(limits.max_row_ops.max(1)) {
+                for chunk in deletes.cells.chunks(limits.max_row_ops.max(1)) {
                     batch.push(RowMutation {
                         table: table.clone(),
                         row: row.row.clone(),
@@ -509,52 +505,36 @@ impl<S: RowStore> Client<S> {
         }
     }
 
-    /// In one row: the data versions below `safe_point` of the columns `plan` collects, and
-    /// which of its orphaned-ack candidates' observed columns and of its deleted columns have
-    /// notifications pending.
-    async fn below_safe_point(
+    /// Which of `columns` of one row have notifications pending, and which of them at or below
+    /// `safe_point`.
+    async fn notified_columns(
         &self,
         table: &Bytes,
         row: &Bytes,
-        plan: &RowPlan,
+        columns: BTreeSet<Bytes>,
         safe_point: u64,
-    ) -> Result<(Vec<Cell>, Notified)> {
-        let mut watched: BTreeSet<Bytes> = plan.ack_candidates().map(|(_, c)| c).collect();
-        watched.extend(plan.newest_deletes.keys().cloned());
-        if plan.columns.is_empty() {
-            return Ok((Vec::new(), Notified::default()));
-        }
-        let mut reads = vec![
-            FamilyRead::all(Family::Data)
-                .columns(Columns::Only(plan.columns.iter().cloned().collect()))
-                .ts(TsRange::new(0, safe_point - 1)),
-        ];
-        if !watched.is_empty() {
-            reads.push(
-                FamilyRead::all(Family::Notify)
-                    .columns(Columns::Only(watched.into_iter().collect())),
-            );
-        }
-        let mut answer = self
+    ) -> Result<Notified> {
+        let answer = self
             .inner
             .store
             .read_row(ReadRow {
                 snapshot_ts: None,
                 table: table.clone(),
                 row: row.clone(),
-                reads,
+                reads: vec![
+                    FamilyRead::all(Family::Notify)
+                        .columns(Columns::Only(columns.into_iter().collect())),
+                ],
             })
-            .await?
-            .into_iter();
-        let data = answer.next().unwrap_or_default();
+            .await?;
         let mut notified = Notified::default();
-        for cell in answer.flatten() {
+        for cell in answer.into_iter().flatten() {
             if cell.ts <= safe_point {
                 notified.at_or_below.insert(cell.column.clone());
             }
             notified.any.insert(cell.column);
         }
-        Ok((data, notified))
+        Ok(notified)
     }
 }
 
@@ -567,23 +547,47 @@ struct Notified {
     any: HashSet<Bytes>,
 }
 
-/// What to delete in one row's write family, and which data versions must stay.
+/// What to delete in one row, planned from its write records alone.
+///
+/// A data version exists only at the start timestamp of a put record without an inline value:
+/// a transaction writes data at prewrite, and a rollback deletes the data with the lock. So the
+/// data to delete is that of the put records deleted, and no data needs to be read.
 #[derive(Debug, Default)]
 struct RowPlan {
-    deletes: Vec<(Family, Bytes, u64)>,
+    /// Write and rollback records to delete (the newest delete records are in
+    /// [`Self::newest_deletes`] until [`Self::into_deletes`] decides).
+    write_deletes: Vec<(Bytes, u64)>,
     writes: u64,
     rollbacks: u64,
-    /// Columns collected (their data below the safe point is examined).
-    columns: BTreeSet<Bytes>,
-    /// Per collected column, the start timestamps remaining write records point at.
+    /// Per column, the start timestamps of the put records that stay: their data stays.
     referenced: BTreeMap<Bytes, HashSet<u64>>,
+    /// `(column, start_ts)` of the data versions of the put records planned for deletion.
+    released_data: Vec<(Bytes, u64)>,
     /// Per collected column whose newest committed write at or below the safe point is a put:
-    /// that record's commit and start timestamps (the version kept).
-    kept_puts: BTreeMap<Bytes, (u64, u64)>,
+    /// that record (the version kept).
+    kept_puts: BTreeMap<Bytes, KeptPut>,
     /// Per collected column whose newest committed write at or below the safe point is a
-    /// delete: that record's commit timestamp (planned for deletion, unless a notification
-    /// still waits on the column).
+    /// delete: that record's commit timestamp (deleted, unless a notification still waits on
+    /// the column).
     newest_deletes: BTreeMap<Bytes, u64>,
+}
+
+/// The put record a column keeps at the safe point.
+#[derive(Debug, Clone, Copy)]
+struct KeptPut {
+    commit_ts: u64,
+    start_ts: u64,
+    /// Whether its value is a data version (not inline in the record).
+    has_data: bool,
+}
+
+/// One row's deletions, data versions first (see [`RowPlan::into_deletes`]).
+#[derive(Debug, Default)]
+struct RowDeletes {
+    cells: Vec<(Family, Bytes, u64)>,
+    writes: u64,
+    rollbacks: u64,
+    data: u64,
 }
 
 impl RowPlan {
@@ -597,22 +601,13 @@ impl RowPlan {
         })
     }
 
-    /// Keeps the newest delete record of every column that still has a notification pending
-    /// (`notified`): an observer yet to run on that change must see that the value was
-    /// deleted, and when. Without the record a strong observer finds neither a value nor a
-    /// commit, takes the change for nothing, and skips it for good (a cluster emptied by a
-    /// recrawl stayed exported). Returns the write records kept.
-    fn keep_notified_deletes(&mut self, notified: &HashSet<Bytes>) -> u64 {
-        let kept: Vec<(Bytes, u64)> = self
-            .newest_deletes
-            .iter()
-            .filter(|(column, _)| notified.contains(*column))
-            .map(|(column, ts)| (column.clone(), *ts))
-            .collect();
-        self.deletes.retain(|(family, column, ts)| {
-            !(*family == Family::Write && kept.iter().any(|(c, t)| c == column && t == ts))
-        });
-        kept.len() as u64
+    /// The columns whose pending notifications decide part of the plan: the observed columns of
+    /// the ack candidates and the columns whose newest record is a delete. Usually none, so most
+    /// rows need no read.
+    fn watched_columns(&self) -> BTreeSet<Bytes> {
+        let mut watched: BTreeSet<Bytes> = self.ack_candidates().map(|(_, c)| c).collect();
+        watched.extend(self.newest_deletes.keys().cloned());
+        watched
     }
 
     /// Deletes the kept version of every candidate ack whose observed column has no
@@ -628,14 +623,59 @@ impl RowPlan {
             .filter(|(_, observed)| !notified.contains(observed) && !skip(observed))
             .collect();
         for (ack, _) in &orphans {
-            if let Some((ts, start_ts)) = self.kept_puts.remove(ack) {
-                self.deletes.push((Family::Write, ack.clone(), ts));
+            if let Some(kept) = self.kept_puts.remove(ack) {
+                self.write_deletes.push((ack.clone(), kept.commit_ts));
+                self.writes += 1;
                 if let Some(referenced) = self.referenced.get_mut(ack) {
-                    referenced.remove(&start_ts);
+                    referenced.remove(&kept.start_ts);
+                }
+                if kept.has_data {
+                    self.released_data.push((ack.clone(), kept.start_ts));
                 }
             }
         }
         orphans.len() as u64
+    }
+
+    /// The row's deletions. The newest delete record of a column stays while any notification
+    /// on the column is pending (`notified`): an observer yet to run on that change must see
+    /// that the value was deleted, and when. Without the record a strong observer finds neither
+    /// a value nor a commit, takes the change for nothing, and skips it for good (a cluster
+    /// emptied by a recrawl stayed exported).
+    ///
+    /// Data versions come before the write records: a batch cut between them (a crash, a row
+    /// over the store's per-row limit) then leaves write records below the safe point without
+    /// their data, which no snapshot reads, never data that no record points at.
+    fn into_deletes(mut self, notified: &HashSet<Bytes>) -> RowDeletes {
+        for (column, ts) in std::mem::take(&mut self.newest_deletes) {
+            if !notified.contains(&column) {
+                self.write_deletes.push((column, ts));
+                self.writes += 1;
+            }
+        }
+        let mut cells: Vec<(Family, Bytes, u64)> = self
+            .released_data
+            .into_iter()
+            .filter(|(column, start_ts)| {
+                !self
+                    .referenced
+                    .get(column)
+                    .is_some_and(|kept| kept.contains(start_ts))
+            })
+            .map(|(column, start_ts)| (Family::Data, column, start_ts))
+            .collect();
+        let data = cells.len() as u64;
+        cells.extend(
+            self.write_deletes
+                .into_iter()
+                .map(|(column, ts)| (Family::Write, column, ts)),
+        );
+        RowDeletes {
+            cells,
+            writes: self.writes,
+            rollbacks: self.rollbacks,
+            data,
+        }
     }
 }
 
@@ -655,44 +695,50 @@ fn plan_row(cells: &[Cell], safe_point: u64, skip: impl Fn(&Bytes) -> bool) -> R
         if skip(column) {
             continue;
         }
-        plan.columns.insert(column.clone());
         let referenced = plan.referenced.entry(column.clone()).or_default();
         // Newest first: above the safe point everything stays.
         let mut kept_committed = false;
         for cell in versions {
-            let record = WriteRecord::decode(&cell.value)?;
-            let stays = if cell.ts > safe_point {
-                true
-            } else if kept_committed {
-                false
-            } else {
-                match record.kind {
-                    WriteKind::Rollback => false,
-                    WriteKind::Put => {
-                        kept_committed = true;
-                        plan.kept_puts
-                            .insert(column.clone(), (cell.ts, record.start_ts));
-                        true
-                    }
-                    WriteKind::Delete => {
-                        kept_committed = true;
-                        plan.newest_deletes.insert(column.clone(), cell.ts);
-                        false
-                    }
-                }
-            };
-            if stays {
+            let (record, inline) = WriteRecord::decode_with_value(&cell.value)?;
+            let has_data = record.kind == WriteKind::Put && inline.is_none();
+            if cell.ts > safe_point {
                 if record.kind != WriteKind::Rollback {
                     referenced.insert(record.start_ts);
                 }
                 continue;
+            }
+            if !kept_committed {
+                match record.kind {
+                    WriteKind::Rollback => {}
+                    WriteKind::Put => {
+                        kept_committed = true;
+                        referenced.insert(record.start_ts);
+                        plan.kept_puts.insert(
+                            column.clone(),
+                            KeptPut {
+                                commit_ts: cell.ts,
+                                start_ts: record.start_ts,
+                                has_data,
+                            },
+                        );
+                        continue;
+                    }
+                    WriteKind::Delete => {
+                        kept_committed = true;
+                        plan.newest_deletes.insert(column.clone(), cell.ts);
+                        continue;
+                    }
+                }
             }
             if record.kind == WriteKind::Rollback {
                 plan.rollbacks += 1;
             } else {
                 plan.writes += 1;
             }
-            plan.deletes.push((Family::Write, column.clone(), cell.ts));
+            if has_data {
+                plan.released_data.push((column.clone(), record.start_ts));
+            }
+            plan.write_deletes.push((column.clone(), cell.ts));
         }
     }
     Ok(plan)
@@ -710,6 +756,14 @@ mod tests {
         }
     }
 
+    fn deleted(deletes: &RowDeletes) -> Vec<(Family, &[u8], u64)> {
+        deletes
+            .cells
+            .iter()
+            .map(|(family, c, ts)| (*family, c.as_ref(), *ts))
+            .collect()
+    }
+
     #[test]
     fn keeps_the_newest_committed_at_or_below_and_everything_above() {
         let cells = vec![
@@ -722,28 +776,66 @@ mod tests {
             write("b", 10, WriteKind::Put, 5),
         ];
         let plan = plan_row(&cells, 60, |_| false).unwrap();
-        let deleted: Vec<(&[u8], u64)> = plan
-            .deletes
-            .iter()
-            .map(|(_, c, ts)| (c.as_ref(), *ts))
-            .collect();
-        assert_eq!(
-            deleted,
-            vec![
-                (&b"a"[..], 50),
-                (&b"a"[..], 30),
-                (&b"a"[..], 20),
-                (&b"b"[..], 45),
-                (&b"b"[..], 10)
-            ]
-        );
-        assert_eq!((plan.writes, plan.rollbacks), (3, 2));
         assert_eq!(
             plan.referenced[&Bytes::from_static(b"a")],
             HashSet::from([85, 35])
         );
         assert!(plan.referenced[&Bytes::from_static(b"b")].is_empty());
+        assert_eq!(
+            plan.watched_columns(),
+            BTreeSet::from([Bytes::from_static(b"b")]),
+            "a column whose newest record is a delete asks for its notifications"
+        );
+        let deletes = plan.into_deletes(&HashSet::new());
+        assert_eq!(
+            deleted(&deletes),
+            vec![
+                (Family::Data, &b"a"[..], 15),
+                (Family::Data, &b"b"[..], 5),
+                (Family::Write, &b"a"[..], 50),
+                (Family::Write, &b"a"[..], 30),
+                (Family::Write, &b"a"[..], 20),
+                (Family::Write, &b"b"[..], 10),
+                (Family::Write, &b"b"[..], 45),
+            ],
+            "data first, then every record but the kept put"
+        );
+        assert_eq!((deletes.writes, deletes.rollbacks, deletes.data), (3, 2, 2));
         let none = plan_row(&cells, 60, |c| c.as_ref() == b"a").unwrap();
-        assert_eq!(none.deletes.len(), 2, "a skipped column keeps everything");
+        assert_eq!(
+            none.into_deletes(&HashSet::new()).cells.len(),
+            3,
+            "a skipped column keeps everything"
+        );
+    }
+
+    #[test]
+    fn a_pending_notification_keeps_the_newest_delete() {
+        let cells = vec![
+            write("b", 45, WriteKind::Delete, 42),
+            write("b", 10, WriteKind::Put, 5),
+        ];
+        let plan = plan_row(&cells, 60, |_| false).unwrap();
+        let deletes = plan.into_deletes(&HashSet::from([Bytes::from_static(b"b")]));
+        assert_eq!(
+            deleted(&deletes),
+            vec![(Family::Data, &b"b"[..], 5), (Family::Write, &b"b"[..], 10)]
+        );
+        assert_eq!(deletes.writes, 1);
+    }
+
+    #[test]
+    fn an_inline_put_has_no_data_to_delete() {
+        let inline = |ts: u64, start_ts: u64| Cell {
+            column: Bytes::from_static(b"a"),
+            ts,
+            value: WriteRecord::encode_inline(start_ts, b"short"),
+        };
+        let cells = vec![inline(40, 35), inline(20, 15)];
+        let deletes = plan_row(&cells, 60, |_| false)
+            .unwrap()
+            .into_deletes(&HashSet::new());
+        assert_eq!(deleted(&deletes), vec![(Family::Write, &b"a"[..], 20)]);
+        assert_eq!(deletes.data, 0);
     }
 }

@@ -67,15 +67,26 @@ pub fn table(report: &Value) -> String {
         .and_then(|t| t.last())
         .and_then(|s| s["documents_indexed"].as_u64())
         .map_or("–".to_owned(), |n| n.to_string());
+    // Older reports recorded neither.
+    let after_drain = report["rss_after_drain_bytes"]
+        .as_f64()
+        .map_or("–".to_owned(), |b| format!("{:.0} MB", b / 1e6));
+    let gc = report["gc_runs"].as_u64().map_or("–".to_owned(), |runs| {
+        format!(
+            "{runs}, {:.0} s, {}",
+            num(&report["gc_secs"]),
+            report["gc_cells_deleted"].as_u64().unwrap_or(0)
+        )
+    });
     format!(
         "## Serving under load: a steady crawl, {} searchers, a CPU hog for the middle third\n\n\
          | pages crawled (new) | seconds | searches answered | search p50 / p99 | answers by \
          status (errors) | 5xx other than 503 | indexed when the load stopped | acknowledged / \
-         stored after the drain | drain | peak RSS | RSS, max in each third | disk, max in each \
-         third | invariants |\n\
-         |---:|---:|---:|---|---|---:|---:|---|---:|---:|---|---|---|\n\
+         stored after the drain | drain | peak RSS | RSS, max in each third | RSS after the \
+         drain | disk, max in each third | GC runs, time, cells deleted | invariants |\n\
+         |---:|---:|---:|---|---|---:|---:|---|---:|---:|---|---:|---|---|---|\n\
          | {} | {:.0} | {} | {:.1} / {:.1} ms | {} | {} | {indexed} | {} / {} | {:.1} s | {:.0} MB \
-         | {} MB | {} MB | {} |\n",
+         | {} MB | {after_drain} | {} MB | {gc} | {} |\n",
         report["searchers"].as_u64().unwrap_or(0),
         report["docs"].as_u64().unwrap_or(0),
         num(&report["duration_secs"]),
