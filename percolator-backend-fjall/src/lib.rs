@@ -298,7 +298,9 @@ impl RowStore for FjallStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
-        let rows = request.row_limit.unwrap_or(usize::MAX);
+        // An unbounded scan is usually a short one (a row, a prefix): only a bounded page of many
+        // rows counts as long.
+        let rows = request.row_limit.unwrap_or(0);
         long_synchronous(rows, || self.scan_rows(request))
     }
 

@@ -507,7 +507,9 @@ impl RowStore for SledStore {
 
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         tokio::task::consume_budget().await;
-        let rows = request.row_limit.unwrap_or(usize::MAX);
+        // An unbounded scan is usually a short one (a row, a prefix): only a bounded page of many
+        // rows counts as long.
+        let rows = request.row_limit.unwrap_or(0);
         long_synchronous(rows, || {
             if request.snapshot_ts.is_some() {
                 self.latches.admit_scan(&request.table, request.snapshot_ts);

@@ -10,7 +10,10 @@
 //! - per term, the postings of the chunk's clusters that contain the term, by slot: in a cell
 //!   of the term's own ([`PostingChunk`], row = the term) when the term has at least
 //!   [`RARE_POSTINGS`] of them, else in its **rare-term bucket**'s cell ([`RareChunk`], row =
-//!   [`rare_row`], one of [`RARE_BUCKETS`]), shared with the other rare terms of that bucket.
+//!   [`rare_row`], one of [`RARE_BUCKETS`]), shared with the other rare terms of that bucket;
+//! - the chunk's **own terms** ([`OwnTerms`], a second `index_docs` cell) list the terms with a
+//!   cell of their own, so that removing a cluster's postings reads only the cells that hold
+//!   them: a term's own cell if listed, else its bucket's.
 //!
 //! Most of a batch's distinct terms are rare in it (a Zipf vocabulary: the great majority of
 //! the terms of a batch of realistic pages have fewer than 8 postings), and every cell costs a
@@ -28,7 +31,8 @@
 //! posting in slot order the slot's distance from the previous posting's slot, the term's
 //! counts in the title and the body, and the document's length, as LEB128 varints (about 5
 //! bytes a posting). Decoding never panics: a malformed chunk is a [`ChunkError`] naming what is
-//! wrong. Directories and [`Held`] states are text, readable in `percolator scan`.
+//! wrong. Directories, own-term lists and [`Held`] states are text, readable in `percolator
+//! scan`.
 
 use std::collections::BTreeMap;
 
@@ -391,6 +395,72 @@ impl Directory {
     }
 }
 
+/// The terms with their own posting cell in one chunk; the chunk's other terms are in their
+/// rare-term buckets ([`rare_row`]). A chunk is written once, so the list stays exact, except
+/// that a term whose postings all left has no cell any more.
+///
+/// Removing a cluster's postings from a chunk reads the cell of each term it has there: its
+/// own cell, or its bucket's. Without this list each term's own cell has to be tried first,
+/// and most terms are rare: a recrawled page of a thousand terms cost a thousand reads that
+/// found nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnTerms {
+    /// Sorted.
+    terms: Vec<String>,
+}
+
+impl OwnTerms {
+    /// Marks the encoding (an empty list is not an empty cell).
+    const MAGIC: &'static [u8] = b"own\n";
+
+    /// The list of `terms` (any order).
+    pub fn new(mut terms: Vec<String>) -> Self {
+        terms.sort_unstable();
+        terms.dedup();
+        Self { terms }
+    }
+
+    /// Whether `term` has its own cell in the chunk.
+    pub fn contains(&self, term: &str) -> bool {
+        self.terms
+            .binary_search_by(|t| t.as_str().cmp(term))
+            .is_ok()
+    }
+
+    /// How many terms are listed.
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Whether no term is listed.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The marker line, then one term per line (terms are alphanumeric: no newline).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(
+            Self::MAGIC.len() + self.terms.iter().map(|t| t.len() + 1).sum::<usize>(),
+        );
+        out.extend_from_slice(Self::MAGIC);
+        for term in &self.terms {
+            out.extend_from_slice(term.as_bytes());
+            out.push(b'\n');
+        }
+        out.into()
+    }
+
+    /// Decodes [`OwnTerms::encode`]; `None` for other bytes.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let body = std::str::from_utf8(bytes.strip_prefix(Self::MAGIC)?).ok()?;
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        if body.is_empty() {
+            return Some(Self::default());
+        }
+        Some(Self::new(body.split('\n').map(str::to_owned).collect()))
+    }
+}
+
 /// What the index holds for a queued cluster: the value of its `index_queue` cell. The
 /// exporter records it when it first queues a cluster (what it had exported before), and keeps
 /// it while the cluster stays queued, so the inverter knows which postings to remove.
@@ -605,5 +675,18 @@ mod tests {
         }
         assert_eq!(Held::decode(b""), None);
         assert_eq!(Held::decode(b"-x"), None);
+    }
+
+    #[test]
+    fn own_terms_round_trip_and_refuse_other_bytes() {
+        let own = OwnTerms::new(vec!["zeta".into(), "alpha".into(), "zeta".into()]);
+        assert_eq!(own.len(), 2);
+        assert!(own.contains("alpha") && own.contains("zeta") && !own.contains("beta"));
+        assert_eq!(OwnTerms::decode(&own.encode()), Some(own));
+        let empty = OwnTerms::default();
+        assert_eq!(OwnTerms::decode(&empty.encode()), Some(empty));
+        assert!(!OwnTerms::default().encode().is_empty());
+        assert_eq!(OwnTerms::decode(b"alpha\nzeta\n"), None, "no marker");
+        assert_eq!(OwnTerms::decode(b"own\n\xff\n"), None, "not UTF-8");
     }
 }

@@ -106,8 +106,11 @@ pub const INDEX: &[u8] = b"index";
 
 /// Chunk directories: the clusters of each chunk, by slot.
 pub const INDEX_DOCS: &[u8] = b"index_docs";
-/// The column of [`INDEX_DOCS`].
+/// The column of [`INDEX_DOCS`] naming a chunk's clusters by slot.
 pub const CHUNK_CLUSTERS: &[u8] = b"clusters";
+/// The column of [`INDEX_DOCS`] naming the terms with their own posting cell in the chunk
+/// ([`crate::postings::OwnTerms`]); the chunk's other terms are in rare-term buckets.
+pub const CHUNK_OWN_TERMS: &[u8] = b"own_terms";
 
 /// Corpus counts for ranking: documents in the index and their total length, one row per index
 /// shard.

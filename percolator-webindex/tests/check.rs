@@ -15,12 +15,12 @@ use percolator_backend_mem::MemStore;
 use percolator_core::{Client, Columns, ScanItem};
 use percolator_observers::conformance::{idle, start, writer};
 use percolator_webindex::postings::{
-    Directory, Held, PostingChunk, RareChunk, is_rare_row, rare_row,
+    Directory, Held, OwnTerms, PostingChunk, RareChunk, is_rare_row, rare_row,
 };
 use percolator_webindex::schema::{
-    ANCHOR_TERMS, CHUNK_CLUSTERS, CORPUS, COUNTS, FORWARDED, FORWARDED_TO, INDEX, INDEX_DOCS,
-    INDEX_QUEUE, LINKS, SUMMARY, from_column, index_shard, parse_chunk_key, queued_column,
-    shard_key,
+    ANCHOR_TERMS, CHUNK_CLUSTERS, CHUNK_OWN_TERMS, CORPUS, COUNTS, FORWARDED, FORWARDED_TO, INDEX,
+    INDEX_DOCS, INDEX_QUEUE, LINKS, SUMMARY, from_column, index_shard, parse_chunk_key,
+    queued_column, shard_key,
 };
 use percolator_webindex::sizes::{SIZES, SizeCounts, TOTAL};
 use percolator_webindex::terms::{AnchorTerms, CorpusCounts};
@@ -131,10 +131,12 @@ async fn tampered_index_is_caught() {
     );
     let cell = own[own.len() / 2].clone();
     let bucket = buckets[buckets.len() / 2].clone();
-    let directories = txn
+    let (directories, own_lists): (Vec<_>, Vec<_>) = txn
         .scan::<&str>(INDEX_DOCS, .., Columns::All)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .partition(|item| item.column == CHUNK_CLUSTERS);
     drop(txn);
     let term = String::from_utf8(cell.row.to_vec()).unwrap();
     let chunk = cell.column.clone();
@@ -318,6 +320,47 @@ async fn tampered_index_is_caught() {
     .unwrap();
     t.commit().await.unwrap();
     assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    // The list of own terms of the term's chunk leaves the term out (a removal would look for
+    // its postings in its bucket only), then does not decode.
+    let list = own_lists
+        .iter()
+        .find(|item| item.row == chunk)
+        .unwrap()
+        .clone();
+    let mut terms: Vec<String> = (0..).map(|i| format!("filler{i}")).take(3).collect();
+    terms.push("zzzz".into());
+    set_cell(
+        &client,
+        INDEX_DOCS,
+        &chunk,
+        CHUNK_OWN_TERMS,
+        Some(OwnTerms::new(terms).encode()),
+    )
+    .await;
+    let found = violations(&client).await;
+    assert!(
+        found.iter().any(|v| v
+            .contains("term has its own cell in a chunk whose list of own terms leaves it out")
+            && v.contains(&format!("index:\"{term}\""))),
+        "{found:?}"
+    );
+    set_cell(
+        &client,
+        INDEX_DOCS,
+        &chunk,
+        CHUNK_OWN_TERMS,
+        Some(Bytes::from_static(b"\xff")),
+    )
+    .await;
+    let found = violations(&client).await;
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("chunk's list of own terms does not decode")),
+        "{found:?}"
+    );
+    put_back(&client, INDEX_DOCS, &list).await;
 
     // A chunk that does not decode, and a cluster left in the queue.
     let mut t = client.begin().await.unwrap();

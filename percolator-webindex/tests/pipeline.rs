@@ -76,7 +76,7 @@ fn tight_store(
 /// chunks. With batches sized to the whole queue, the commits fail with `TooLarge`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn inverter_batches_fit_tight_store_limits() {
-    use percolator_webindex::schema::{INDEX_DOCS, INDEX_SHARDS};
+    use percolator_webindex::schema::{CHUNK_CLUSTERS, INDEX_DOCS, INDEX_SHARDS};
 
     let store = tight_store(41);
     let runtime = start(&store, webindex::observers(None)).await;
@@ -90,13 +90,107 @@ async fn inverter_batches_fit_tight_store_limits() {
     assert_eq!(summary.processed, 160);
     let txn = client.begin().await.unwrap();
     let chunks = txn
-        .scan::<&str>(INDEX_DOCS, .., Columns::All)
+        .scan::<&str>(
+            INDEX_DOCS,
+            ..,
+            Columns::Only(vec![Bytes::from_static(CHUNK_CLUSTERS)]),
+        )
         .await
         .unwrap()
         .len();
     // 160 pages in 4 shards, at most 19 clusters a chunk (41 operations per row): at least
     // 3 chunks in each shard, so more than twice as many chunks as shards.
     assert!(chunks as u64 > 2 * INDEX_SHARDS, "{chunks} chunks");
+}
+
+/// Every chunk lists the terms with their own posting cell, and only those (the rest are in
+/// buckets): removing a recrawled page's postings reads a term's own cell only when listed.
+/// A chunk without a list (written before there were lists) has each term's own cell tried
+/// first, as before: recrawls over such chunks still leave every invariant holding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_list_their_own_terms_and_removals_work_without_the_list() {
+    use percolator_webindex::postings::{OwnTerms, RareChunk, is_rare_row};
+    use percolator_webindex::schema::{CHUNK_CLUSTERS, CHUNK_OWN_TERMS, INDEX, INDEX_DOCS};
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    let store = Arc::new(percolator_backend_mem::MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(160, 13);
+    load(&client, crawl.initial().collect()).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+
+    let txn = client.begin().await.unwrap();
+    let docs = txn
+        .scan::<&str>(INDEX_DOCS, .., Columns::All)
+        .await
+        .unwrap();
+    let directories: BTreeSet<Bytes> = docs
+        .iter()
+        .filter(|item| item.column == CHUNK_CLUSTERS)
+        .map(|item| item.row.clone())
+        .collect();
+    let lists: Vec<(Bytes, OwnTerms)> = docs
+        .iter()
+        .filter(|item| item.column == CHUNK_OWN_TERMS)
+        .map(|item| (item.row.clone(), OwnTerms::decode(&item.value).unwrap()))
+        .collect();
+    assert_eq!(
+        lists
+            .iter()
+            .map(|(c, _)| c.clone())
+            .collect::<BTreeSet<_>>(),
+        directories,
+        "one list per chunk"
+    );
+    // Every own cell is listed in its chunk, and no term of a bucket is.
+    let list_of = |chunk: &Bytes| &lists.iter().find(|(c, _)| c == chunk).unwrap().1;
+    let (mut own_cells, mut bucket_terms) = (0, 0);
+    for item in txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap() {
+        let own = list_of(&item.column);
+        if is_rare_row(&item.row) {
+            for term in RareChunk::decode(&item.value).unwrap().terms.keys() {
+                bucket_terms += 1;
+                assert!(!own.contains(term), "{term} is in a bucket and listed");
+            }
+        } else {
+            own_cells += 1;
+            let term = std::str::from_utf8(&item.row).unwrap();
+            assert!(own.contains(term), "{term} has its own cell, unlisted");
+        }
+    }
+    assert!(
+        own_cells > 0 && bucket_terms > 0,
+        "{own_cells} / {bucket_terms}"
+    );
+    drop(txn);
+
+    // A recrawl removes old postings through the lists.
+    load(&client, crawl.recrawl(1, 0.5)).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+
+    // Chunks without lists: a recrawl still removes every old posting.
+    let mut txn = client.begin().await.unwrap();
+    for item in txn
+        .scan::<&str>(
+            INDEX_DOCS,
+            ..,
+            Columns::Only(vec![Bytes::from_static(CHUNK_OWN_TERMS)]),
+        )
+        .await
+        .unwrap()
+    {
+        txn.delete(INDEX_DOCS, &item.row, CHUNK_OWN_TERMS).unwrap();
+    }
+    txn.commit().await.unwrap();
+    load(&client, crawl.recrawl(2, 0.5)).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
 }
 
 /// A `documents:terms` cell in another form than the document processor writes (its lines out

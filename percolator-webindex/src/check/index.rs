@@ -10,76 +10,112 @@ use percolator_core::{Result, RowStore, Transaction};
 use super::IndexSummary;
 use super::violations::{Violations, at, cell, escaped, row_name};
 use super::walk::{ProgressFn, TermPrint, Walk, for_each_item};
-use crate::postings::{Directory, PostingChunk, RareChunk, is_rare_row, rare_row};
+use crate::postings::{Directory, OwnTerms, PostingChunk, RareChunk, is_rare_row, rare_row};
 use crate::schema::*;
 use crate::terms::{CorpusCounts, encode_posting};
 
+/// The chunks' rows of `index_docs`: per chunk, its directory and its list of terms with their
+/// own cell (absent in a chunk written without one).
+#[derive(Default)]
+pub(super) struct Chunks {
+    directories: HashMap<Bytes, Directory>,
+    own_terms: HashMap<Bytes, OwnTerms>,
+}
+
 /// Reads the chunk directories (`index_docs`) for invariants 4 and 7, and checks the part of
 /// invariant 7 they hold: each row is a chunk key, each cluster a chunk lists hashes to the
-/// chunk's shard and names that chunk in `clusters:posted` (`posted`). Returns the
-/// directories by chunk.
+/// chunk's shard and names that chunk in `clusters:posted` (`posted`), and a chunk's list of
+/// own terms decodes. Returns the directories and lists by chunk.
 ///
-/// It holds because the inverter writes a new chunk's directory and sets `clusters:posted` of
-/// each of its clusters to that chunk in one transaction, and empties a cluster's slot in its
-/// old chunk in the transaction that moves or removes it; a shard's inverter only inverts
-/// clusters queued in that shard, which are the clusters hashing to it, into chunks of its
-/// shard.
+/// It holds because the inverter writes a new chunk's directory and its list of own terms and
+/// sets `clusters:posted` of each of its clusters to that chunk in one transaction, and
+/// empties a cluster's slot in its old chunk in the transaction that moves or removes it; a
+/// shard's inverter only inverts clusters queued in that shard, which are the clusters hashing
+/// to it, into chunks of its shard.
 pub(super) async fn read_directories<S: RowStore>(
     txn: &Transaction<S>,
     posted: &BTreeMap<Bytes, Bytes>,
     progress: ProgressFn<'_>,
     violations: &mut Violations,
-) -> Result<HashMap<Bytes, Directory>> {
+) -> Result<Chunks> {
     // The chunk directories name the clusters (one line per cluster: bounded like the
     // documents).
-    let mut directories: HashMap<Bytes, Directory> = HashMap::new();
+    let mut chunks = Chunks::default();
     for_each_item(txn, INDEX_DOCS, None, progress, |item| {
-        let directory = Directory::decode(&item.value);
-        match parse_chunk_key(&item.row) {
-            None => violations.add(
+        let Some((shard, _)) = parse_chunk_key(&item.row) else {
+            violations.add(
                 7,
                 "chunk directory under a row that is not a chunk key",
                 row_name(INDEX_DOCS, &item.row),
-            ),
-            Some((shard, _)) => {
-                for cluster in directory.clusters.iter().filter(|c| !c.is_empty()) {
-                    if index_shard(cluster) != shard {
-                        violations.add(
-                            7,
-                            "chunk lists a cluster of another shard",
-                            at(
-                                INDEX_DOCS,
-                                &item.row,
-                                format_args!(
-                                    "cluster {} is of shard {}",
-                                    escaped(cluster),
-                                    index_shard(cluster)
-                                ),
-                            ),
-                        );
-                    }
-                    if posted.get(cluster) != Some(&item.row) {
-                        violations.add(
-                            7,
-                            "chunk lists a cluster whose postings are in another chunk",
-                            at(
-                                INDEX_DOCS,
-                                &item.row,
-                                format_args!(
-                                    "cluster {} is posted in {}",
-                                    escaped(cluster),
-                                    cell(posted.get(cluster).map(|c| &c[..]))
-                                ),
-                            ),
-                        );
-                    }
+            );
+            return;
+        };
+        if item.column == CHUNK_OWN_TERMS {
+            match OwnTerms::decode(&item.value) {
+                Some(own) => {
+                    chunks.own_terms.insert(item.row, own);
                 }
+                None => violations.add(
+                    7,
+                    "chunk's list of own terms does not decode",
+                    at(
+                        INDEX_DOCS,
+                        &item.row,
+                        format_args!("{}", escaped(&item.column)),
+                    ),
+                ),
+            }
+            return;
+        }
+        if item.column != CHUNK_CLUSTERS {
+            violations.add(
+                7,
+                "chunk row holds an unknown column",
+                at(
+                    INDEX_DOCS,
+                    &item.row,
+                    format_args!("{}", escaped(&item.column)),
+                ),
+            );
+            return;
+        }
+        let directory = Directory::decode(&item.value);
+        for cluster in directory.clusters.iter().filter(|c| !c.is_empty()) {
+            if index_shard(cluster) != shard {
+                violations.add(
+                    7,
+                    "chunk lists a cluster of another shard",
+                    at(
+                        INDEX_DOCS,
+                        &item.row,
+                        format_args!(
+                            "cluster {} is of shard {}",
+                            escaped(cluster),
+                            index_shard(cluster)
+                        ),
+                    ),
+                );
+            }
+            if posted.get(cluster) != Some(&item.row) {
+                violations.add(
+                    7,
+                    "chunk lists a cluster whose postings are in another chunk",
+                    at(
+                        INDEX_DOCS,
+                        &item.row,
+                        format_args!(
+                            "cluster {} is posted in {}",
+                            escaped(cluster),
+                            cell(posted.get(cluster).map(|c| &c[..]))
+                        ),
+                    ),
+                );
             }
         }
-        directories.insert(item.row, directory);
+        chunks.directories.insert(item.row, directory);
     })
     .await?;
-    Ok(directories)
+    Ok(chunks)
 }
 
 /// The `index` row and column of an index cell, for a violation.
@@ -88,15 +124,17 @@ fn index_cell(row: &[u8], chunk: &[u8]) -> String {
 }
 
 /// Reads the index (`index`) a page at a time for invariants 4 and 7, and checks the part of
-/// invariant 7 it holds: every chunk cell decodes, a bucket holds only terms of its own, and
-/// every posting names a listed slot of its chunk. Counts the distinct terms and the postings.
-/// Returns, per cluster its `directories` name, the print of its postings (term and posting).
+/// invariant 7 it holds: every chunk cell decodes, a bucket holds only terms of its own, a
+/// term's own cell is in its chunk's list of own terms (when the chunk has one), and every
+/// posting names a listed slot of its chunk. Counts the distinct terms and the postings.
+/// Returns, per cluster the directories of `chunks` name, the print of its postings (term and
+/// posting).
 ///
-/// It holds because only the inverter writes the index, with the encodings these decode, and
-/// puts a term rare in a chunk in the bucket of that term ([`rare_row`]).
+/// It holds because only the inverter writes the index, with the encodings these decode, puts
+/// a term rare in a chunk in the bucket of that term ([`rare_row`]) and lists the others.
 pub(super) async fn read_postings<S: RowStore>(
     txn: &Transaction<S>,
-    directories: &HashMap<Bytes, Directory>,
+    chunks: &Chunks,
     progress: ProgressFn<'_>,
     summary: &mut IndexSummary,
     violations: &mut Violations,
@@ -128,7 +166,18 @@ pub(super) async fn read_postings<S: RowStore>(
                 return;
             }
         };
-        let directory = directories.get(&item.column);
+        let directory = chunks.directories.get(&item.column);
+        // Removal looks for a term's postings in its own cell only if the chunk lists it.
+        if !is_rare_row(&item.row)
+            && let Some(own) = chunks.own_terms.get(&item.column)
+            && !own.contains(&String::from_utf8_lossy(&item.row))
+        {
+            violations.add(
+                7,
+                "term has its own cell in a chunk whose list of own terms leaves it out",
+                index_cell(&item.row, &item.column),
+            );
+        }
         for (term, chunk) in decoded {
             if is_rare_row(&item.row) && rare_row(&String::from_utf8_lossy(&term)) != item.row {
                 violations.add(

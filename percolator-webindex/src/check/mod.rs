@@ -134,11 +134,10 @@ pub async fn check_with<S: RowStore>(
     clusters::check_canonicals(&walk, &mut summary, &mut violations);
     let anchor_terms =
         links::check_forwarded_links(&txn, &walk, progress, &mut summary, &mut violations).await?;
-    let directories =
-        index::read_directories(&txn, &walk.posted, progress, &mut violations).await?;
+    let chunks = index::read_directories(&txn, &walk.posted, progress, &mut violations).await?;
     let found =
-        index::read_postings(&txn, &directories, progress, &mut summary, &mut violations).await?;
-    drop(directories);
+        index::read_postings(&txn, &chunks, progress, &mut summary, &mut violations).await?;
+    drop(chunks);
     index::check_posted(&walk, &mut violations);
     index::check_index_terms(&walk, found, &mut violations);
     index::check_exported(&walk, &mut violations);

@@ -12,7 +12,7 @@ use percolator_core::{Error, ObservedColumn, Result, RowStore, Transaction};
 use percolator_observers::{Change, Observer};
 
 use super::{lossy, scan_row};
-use crate::postings::{Directory, Held, PostingChunk, RareChunk, rare_limit, rare_row};
+use crate::postings::{Directory, Held, OwnTerms, PostingChunk, RareChunk, rare_limit, rare_row};
 use crate::schema::*;
 use crate::terms::{CorpusCounts, PageTerms, PageTermsView, Posting};
 
@@ -226,6 +226,7 @@ impl<S: RowStore> Observer<S> for Inverter {
             // each cell costs a lock, a write record and its flush and compaction.
             let mut rare: BTreeMap<Bytes, RareChunk> = BTreeMap::new();
             let rare_below = rare_limit(directory.clusters.len());
+            let mut own = Vec::new();
             for (term, postings) in added {
                 if postings.len() < rare_below {
                     let postings = PostingChunk {
@@ -238,8 +239,15 @@ impl<S: RowStore> Observer<S> for Inverter {
                 } else {
                     let cell = PostingChunk::encode_sorted(postings.into_iter());
                     txn.set(INDEX, term.as_str(), &chunk, cell)?;
+                    own.push(term);
                 }
             }
+            txn.set(
+                INDEX_DOCS,
+                &chunk,
+                CHUNK_OWN_TERMS,
+                OwnTerms::new(own).encode(),
+            )?;
             for (row, bucket) in rare {
                 txn.set(INDEX, &row, &chunk, bucket.encode())?;
             }
@@ -331,6 +339,14 @@ async fn remove_postings<S: RowStore>(
         .await?
         .map(|b| Directory::decode(&b))
         .ok_or_else(|| corrupt("no directory".into()))?;
+    // Which terms have their own cell here; a chunk written without the list has each term's
+    // own cell tried first.
+    let own = match txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS).await? {
+        Some(cell) => {
+            Some(OwnTerms::decode(&cell).ok_or_else(|| corrupt("own terms do not decode".into()))?)
+        }
+        None => None,
+    };
     let mut slots: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for (hash, terms) in clusters {
         let slot = directory
@@ -347,7 +363,12 @@ async fn remove_postings<S: RowStore>(
     // A term's postings in a chunk are in its own cell, or else in its bucket's.
     let mut rare: BTreeMap<Bytes, Vec<(String, Vec<u32>)>> = BTreeMap::new();
     for (term, slots) in slots {
-        let Some(cell) = txn.get(INDEX, term.as_str(), chunk).await? else {
+        let cell = if own.as_ref().is_none_or(|own| own.contains(&term)) {
+            txn.get(INDEX, term.as_str(), chunk).await?
+        } else {
+            None
+        };
+        let Some(cell) = cell else {
             rare.entry(rare_row(&term)).or_default().push((term, slots));
             continue;
         };
@@ -386,6 +407,9 @@ async fn remove_postings<S: RowStore>(
     }
     if directory.clusters.iter().all(Bytes::is_empty) {
         txn.delete(INDEX_DOCS, chunk, CHUNK_CLUSTERS)?;
+        if own.is_some() {
+            txn.delete(INDEX_DOCS, chunk, CHUNK_OWN_TERMS)?;
+        }
     } else {
         txn.set(INDEX_DOCS, chunk, CHUNK_CLUSTERS, directory.encode())?;
     }
