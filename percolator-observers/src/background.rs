@@ -11,19 +11,22 @@ use percolator_core::RowStore;
 use crate::config::GcSchedule;
 use crate::runtime::Shared;
 
-/// The background collector: one run per interval until the runtime stops. A failed run is
+/// The background collector: one run per interval (or a multiple of the last run's time, see
+/// [`GcSchedule::pause_factor`]) until the runtime stops. A failed run is
 /// logged and tried again next time (GC is idempotent and never needed for correctness).
 pub(crate) async fn gc_loop<S: RowStore>(shared: Arc<Shared<S>>, schedule: GcSchedule) {
+    let mut pause = schedule.interval;
     loop {
         tokio::select! {
             () = shared.stop.cancelled() => return,
-            () = tokio::time::sleep(schedule.interval) => {}
+            () = tokio::time::sleep(pause) => {}
         }
         let started = std::time::Instant::now();
         let run = tokio::select! {
             () = shared.stop.cancelled() => return,
             run = shared.client.gc(&schedule.config, |_| {}) => run,
         };
+        pause = schedule.pause_after(started.elapsed());
         match run {
             Ok(report) => {
                 let metrics = &shared.metrics;
