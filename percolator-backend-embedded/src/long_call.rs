@@ -55,7 +55,7 @@ impl Drop for Slot<'_> {
 }
 
 /// Runs `work` on this thread. When `rows` passes [`LONG_BATCH_ROWS`], the caller is on a
-/// multi-threaded tokio runtime and fewer than [`hand_over_limit`] calls are handed over, the
+/// multi-threaded tokio runtime and fewer calls than the machine has cores are handed over, the
 /// runtime is told first that this thread will block, so its queued tasks move to other
 /// workers. (`block_in_place` panics on a current-thread runtime; there the call just runs, as
 /// it would without a runtime.)
