@@ -22,10 +22,12 @@
 //! term's entry of each bucket cell.
 //!
 //! A batch writes only new cells, without reading any (blind writes cannot conflict, and cost
-//! no reads); only a cluster that changes or leaves after it was inverted has its postings
-//! removed from the chunk that holds them (its `clusters:posted` cell names the chunk). The
-//! number of cells grows with the batches, not with the postings, and a batch's cost does not
-//! grow with the index.
+//! no reads), and lists them: its own terms and its buckets ([`ChunkBuckets`]). Only a cluster
+//! that changes or leaves after it was inverted has its postings removed from the chunk that
+//! holds them (its `clusters:posted` cell names the chunk), and lazily: its slot becomes one of
+//! the chunk's [`DeadSlots`], which searches skip, until the chunk is compacted. The number of
+//! cells grows with the batches, not with the postings, and a batch's cost does not grow with
+//! the index.
 //!
 //! A chunk cell is binary, since chunks are the bulk of the index: a version byte, then per
 //! posting in slot order the slot's distance from the previous posting's slot, the term's
@@ -211,11 +213,29 @@ pub const RARE_ROW_PREFIX: &[u8] = b"~rare/";
 
 /// The `index` row of the bucket that holds `term`'s postings in chunks where it is rare.
 pub fn rare_row(term: &str) -> Bytes {
-    let bucket = xxhash_rust::xxh3::xxh3_64(term.as_bytes()) % RARE_BUCKETS;
+    bucket_row(rare_bucket(term))
+}
+
+/// The number of the bucket of `term` (below [`RARE_BUCKETS`]).
+pub fn rare_bucket(term: &str) -> u16 {
+    // RARE_BUCKETS fits 16 bits.
+    (xxhash_rust::xxh3::xxh3_64(term.as_bytes()) % RARE_BUCKETS) as u16
+}
+
+/// The `index` row of bucket number `bucket`.
+pub fn bucket_row(bucket: u16) -> Bytes {
     let mut row = Vec::with_capacity(RARE_ROW_PREFIX.len() + 4);
     row.extend_from_slice(RARE_ROW_PREFIX);
     row.extend_from_slice(format!("{bucket:04x}").as_bytes());
     row.into()
+}
+
+/// The number of bucket row `row` ([`bucket_row`]); `None` when `row` is not one.
+pub fn bucket_of_row(row: &[u8]) -> Option<u16> {
+    let hex = std::str::from_utf8(row.strip_prefix(RARE_ROW_PREFIX)?).ok()?;
+    u16::from_str_radix(hex, 16)
+        .ok()
+        .filter(|bucket| u64::from(*bucket) < RARE_BUCKETS && bucket_row(*bucket) == row)
 }
 
 /// Whether `row` of `index` is a rare-term bucket ([`rare_row`]) rather than a term.
@@ -427,6 +447,11 @@ impl OwnTerms {
             .is_ok()
     }
 
+    /// The listed terms, in order.
+    pub fn terms(&self) -> &[String] {
+        &self.terms
+    }
+
     /// How many terms are listed.
     pub fn len(&self) -> usize {
         self.terms.len()
@@ -452,12 +477,173 @@ impl OwnTerms {
 
     /// Decodes [`OwnTerms::encode`]; `None` for other bytes.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let body = std::str::from_utf8(bytes.strip_prefix(Self::MAGIC)?).ok()?;
-        let body = body.strip_suffix('\n').unwrap_or(body);
-        if body.is_empty() {
-            return Some(Self::default());
+        Some(Self::new(
+            listed_lines(bytes, Self::MAGIC)?
+                .map(str::to_owned)
+                .collect(),
+        ))
+    }
+}
+
+/// The lines of a list cell after its marker line `magic` (none for an empty list); `None`
+/// when the cell does not start with the marker or is not UTF-8.
+fn listed_lines<'a>(bytes: &'a [u8], magic: &[u8]) -> Option<impl Iterator<Item = &'a str>> {
+    let body = std::str::from_utf8(bytes.strip_prefix(magic)?).ok()?;
+    let body = body.strip_suffix('\n').unwrap_or(body);
+    Some(body.split('\n').filter(move |_| !body.is_empty()))
+}
+
+/// The rare-term buckets with a cell in one chunk ([`bucket_row`]). With [`OwnTerms`] it names
+/// every cell of the chunk, so that compaction reads or deletes exactly those (a chunk with both
+/// lists has its removals made lazily: see [`DeadSlots`]). A chunk is written once, so the list
+/// stays exact, except that a bucket a compaction emptied has no cell any more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkBuckets {
+    /// Sorted bucket numbers.
+    buckets: Vec<u16>,
+}
+
+impl ChunkBuckets {
+    /// Marks the encoding (an empty list is not an empty cell).
+    const MAGIC: &'static [u8] = b"buckets\n";
+
+    /// The list of `buckets` (any order).
+    pub fn new(mut buckets: Vec<u16>) -> Self {
+        buckets.sort_unstable();
+        buckets.dedup();
+        Self { buckets }
+    }
+
+    /// Whether `row` of `index` is a bucket listed here.
+    pub fn contains_row(&self, row: &[u8]) -> bool {
+        bucket_of_row(row).is_some_and(|bucket| self.buckets.binary_search(&bucket).is_ok())
+    }
+
+    /// The listed buckets' rows, in order.
+    pub fn rows(&self) -> impl Iterator<Item = Bytes> + '_ {
+        self.buckets.iter().map(|&bucket| bucket_row(bucket))
+    }
+
+    /// How many buckets are listed.
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no bucket is listed.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// The marker line, then one bucket number per line, as in its row (four hex digits).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(Self::MAGIC.len() + 5 * self.buckets.len());
+        out.extend_from_slice(Self::MAGIC);
+        for bucket in &self.buckets {
+            out.extend_from_slice(format!("{bucket:04x}\n").as_bytes());
         }
-        Some(Self::new(body.split('\n').map(str::to_owned).collect()))
+        out.into()
+    }
+
+    /// Decodes [`ChunkBuckets::encode`]; `None` for other bytes, or a number that is not a
+    /// bucket's.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let buckets = listed_lines(bytes, Self::MAGIC)?
+            .map(|hex| {
+                u16::from_str_radix(hex, 16)
+                    .ok()
+                    .filter(|b| hex.len() == 4 && u64::from(*b) < RARE_BUCKETS)
+            })
+            .collect::<Option<Vec<u16>>>()?;
+        Some(Self::new(buckets))
+    }
+}
+
+/// The slots of one chunk whose clusters left it but whose postings are still in its cells:
+/// the value of the chunk's `corpus` cell ([`crate::schema::dead_column`]).
+///
+/// Removing a recrawled page's postings from the chunk that holds them would rewrite a cell
+/// per term of the page (its own cell or its bucket's, which other pages share): a thousand
+/// cells a page, and the same bucket cells again for each later page of the chunk. Instead, a
+/// chunk listing its cells ([`OwnTerms`], [`ChunkBuckets`]) has its removals made lazily, as a
+/// search engine's segments keep a list of deleted documents: the slot is emptied in the
+/// directory and added here, and searches skip the postings of these slots. Once half of the
+/// slots holding postings are dead ([`DeadSlots::needs_compaction`]), the inverter compacts the
+/// chunk: it rewrites its cells without them, or deletes them all when no slot is live. Each
+/// chunk is then rewritten a few times in its life, whatever its pages' recrawls.
+///
+/// The list lives in the shard's `corpus` row, which every search reads whole, so a search
+/// knows the dead slots of every chunk in one read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadSlots {
+    /// How many of the chunk's slots hold postings: the live ones and these.
+    pub holding: u32,
+    /// Sorted, distinct.
+    slots: Vec<u32>,
+}
+
+impl DeadSlots {
+    /// Marks the encoding.
+    const MAGIC: &'static str = "dead of ";
+
+    /// Adds `slot`.
+    pub fn insert(&mut self, slot: u32) {
+        if let Err(at) = self.slots.binary_search(&slot) {
+            self.slots.insert(at, slot);
+        }
+    }
+
+    /// Whether `slot`'s postings are dead.
+    pub fn contains(&self, slot: u32) -> bool {
+        self.slots.binary_search(&slot).is_ok()
+    }
+
+    /// The dead slots, in order.
+    pub fn slots(&self) -> &[u32] {
+        &self.slots
+    }
+
+    /// How many slots are dead.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether no slot is dead.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether no slot holding postings is live.
+    pub fn all_dead(&self) -> bool {
+        self.slots.len() >= self.holding as usize
+    }
+
+    /// Whether at least half the slots holding postings are dead, so the chunk is worth
+    /// compacting.
+    pub fn needs_compaction(&self) -> bool {
+        !self.slots.is_empty() && 2 * self.slots.len() >= self.holding as usize
+    }
+
+    /// `dead of <holding>`, then one slot per line.
+    pub fn encode(&self) -> Bytes {
+        let mut out = format!("{}{}\n", Self::MAGIC, self.holding);
+        for slot in &self.slots {
+            out.push_str(&slot.to_string());
+            out.push('\n');
+        }
+        out.into()
+    }
+
+    /// Decodes [`DeadSlots::encode`]; `None` for other bytes, unsorted or repeated slots, or
+    /// more dead slots than slots holding postings.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut lines = text.strip_suffix('\n')?.split('\n');
+        let holding = lines.next()?.strip_prefix(Self::MAGIC)?.parse().ok()?;
+        let slots = lines
+            .map(|line| line.parse().ok())
+            .collect::<Option<Vec<u32>>>()?;
+        let sorted = slots.windows(2).all(|w| w[0] < w[1]);
+        (sorted && slots.len() <= holding as usize).then_some(Self { holding, slots })
     }
 }
 
@@ -688,5 +874,70 @@ mod tests {
         assert!(!OwnTerms::default().encode().is_empty());
         assert_eq!(OwnTerms::decode(b"alpha\nzeta\n"), None, "no marker");
         assert_eq!(OwnTerms::decode(b"own\n\xff\n"), None, "not UTF-8");
+    }
+
+    #[test]
+    fn bucket_lists_round_trip_name_rows_and_refuse_other_bytes() {
+        let term_bucket = rare_bucket("alpha");
+        assert_eq!(bucket_row(term_bucket), rare_row("alpha"));
+        let list = ChunkBuckets::new(vec![4095, term_bucket, 0, 4095]);
+        assert_eq!(
+            list.len(),
+            if term_bucket == 0 || term_bucket == 4095 {
+                2
+            } else {
+                3
+            }
+        );
+        assert!(list.contains_row(&rare_row("alpha")));
+        assert!(list.contains_row(b"~rare/0fff") && list.contains_row(b"~rare/0000"));
+        assert!(!list.contains_row(b"~rare/fff") && !list.contains_row(b"alpha"));
+        assert_eq!(list.rows().count(), list.len());
+        assert_eq!(ChunkBuckets::decode(&list.encode()), Some(list));
+        let empty = ChunkBuckets::default();
+        assert_eq!(ChunkBuckets::decode(&empty.encode()), Some(empty));
+        assert_eq!(ChunkBuckets::decode(b"0000\n"), None, "no marker");
+        assert_eq!(
+            ChunkBuckets::decode(b"buckets\n1000\n"),
+            None,
+            "not a bucket"
+        );
+        assert_eq!(
+            ChunkBuckets::decode(b"buckets\n12\n"),
+            None,
+            "not four digits"
+        );
+        assert_eq!(ChunkBuckets::decode(b"buckets\nzzzz\n"), None, "not hex");
+    }
+
+    #[test]
+    fn dead_slots_round_trip_say_when_to_compact_and_refuse_other_bytes() {
+        let mut dead = DeadSlots {
+            holding: 5,
+            ..DeadSlots::default()
+        };
+        dead.insert(3);
+        dead.insert(1);
+        dead.insert(3);
+        assert_eq!(dead.slots(), &[1, 3]);
+        assert!(dead.contains(1) && !dead.contains(2));
+        assert!(!dead.needs_compaction(), "2 of 5 dead");
+        assert_eq!(DeadSlots::decode(&dead.encode()), Some(dead.clone()));
+        dead.insert(0);
+        assert!(dead.needs_compaction() && !dead.all_dead(), "3 of 5 dead");
+        dead.insert(2);
+        dead.insert(4);
+        assert!(dead.all_dead());
+        assert!(!DeadSlots::default().needs_compaction());
+        assert_eq!(DeadSlots::decode(b"dead of 2\n1\n0\n"), None, "unsorted");
+        assert_eq!(DeadSlots::decode(b"dead of 2\n1\n1\n"), None, "repeated");
+        assert_eq!(
+            DeadSlots::decode(b"dead of 1\n0\n1\n"),
+            None,
+            "more than held"
+        );
+        assert_eq!(DeadSlots::decode(b"dead of x\n"), None);
+        assert_eq!(DeadSlots::decode(b"1\n2\n"), None, "no marker");
+        assert_eq!(DeadSlots::decode(b"dead of 2\n-1\n"), None);
     }
 }

@@ -111,6 +111,9 @@ pub const CHUNK_CLUSTERS: &[u8] = b"clusters";
 /// The column of [`INDEX_DOCS`] naming the terms with their own posting cell in the chunk
 /// ([`crate::postings::OwnTerms`]); the chunk's other terms are in rare-term buckets.
 pub const CHUNK_OWN_TERMS: &[u8] = b"own_terms";
+/// The column of [`INDEX_DOCS`] naming the rare-term buckets with a cell in the chunk
+/// ([`crate::postings::ChunkBuckets`]).
+pub const CHUNK_BUCKETS: &[u8] = b"buckets";
 
 /// Corpus counts for ranking: documents in the index and their total length, one row per index
 /// shard.
@@ -119,6 +122,9 @@ pub const CORPUS: &[u8] = b"corpus";
 pub const COUNTS: &[u8] = b"counts";
 /// The number the shard's next chunk gets (a column of [`CORPUS`]).
 pub const NEXT_CHUNK: &[u8] = b"next_chunk";
+/// Prefix of the [`CORPUS`] columns listing a chunk's dead slots
+/// ([`crate::postings::DeadSlots`], column [`dead_column`]).
+pub const DEAD_PREFIX: &[u8] = b"dead:";
 
 /// Index shards (see the module docs). Fixed for a store: changing it would move clusters
 /// between shards.
@@ -228,6 +234,11 @@ pub fn parse_chunk_key(key: &[u8]) -> Option<(u64, u64)> {
     let (shard, number) = (shard.parse().ok()?, number.parse().ok()?);
     (shard < INDEX_SHARDS && chunk_key(shard, number).as_ref() == key.as_bytes())
         .then_some((shard, number))
+}
+
+/// The [`CORPUS`] column (of the chunk's shard) listing the dead slots of chunk `chunk`.
+pub fn dead_column(chunk: &[u8]) -> Bytes {
+    [DEAD_PREFIX, chunk].concat().into()
 }
 
 /// The [`INDEX_QUEUE`] column queuing cluster `hash`.

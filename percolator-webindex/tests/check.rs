@@ -15,12 +15,13 @@ use percolator_backend_mem::MemStore;
 use percolator_core::{Client, Columns, ScanItem};
 use percolator_observers::conformance::{idle, start, writer};
 use percolator_webindex::postings::{
-    Directory, Held, OwnTerms, PostingChunk, RareChunk, is_rare_row, rare_row,
+    ChunkBuckets, DeadSlots, Directory, Held, OwnTerms, PostingChunk, RareChunk, is_rare_row,
+    rare_row,
 };
 use percolator_webindex::schema::{
-    ANCHOR_TERMS, CHUNK_CLUSTERS, CHUNK_OWN_TERMS, CORPUS, COUNTS, FORWARDED, FORWARDED_TO, INDEX,
-    INDEX_DOCS, INDEX_QUEUE, LINKS, SUMMARY, from_column, index_shard, parse_chunk_key,
-    queued_column, shard_key,
+    ANCHOR_TERMS, CHUNK_BUCKETS, CHUNK_CLUSTERS, CHUNK_OWN_TERMS, CORPUS, COUNTS, DEAD_PREFIX,
+    FORWARDED, FORWARDED_TO, INDEX, INDEX_DOCS, INDEX_QUEUE, INDEX_SHARDS, LINKS, SUMMARY,
+    chunk_key, dead_column, from_column, index_shard, parse_chunk_key, queued_column, shard_key,
 };
 use percolator_webindex::sizes::{SIZES, SizeCounts, TOTAL};
 use percolator_webindex::terms::{AnchorTerms, CorpusCounts};
@@ -136,6 +137,7 @@ async fn tampered_index_is_caught() {
         .await
         .unwrap()
         .into_iter()
+        .filter(|item| item.column != CHUNK_BUCKETS)
         .partition(|item| item.column == CHUNK_CLUSTERS);
     drop(txn);
     let term = String::from_utf8(cell.row.to_vec()).unwrap();
@@ -388,6 +390,163 @@ async fn tampered_index_is_caught() {
                 && v.contains("index_queue:\"shard-00\" (cluster \"0123\")")),
         "{found:?}"
     );
+}
+
+/// Dead slots and lists of buckets tampered with: a list that leaves out a bucket with a
+/// cell, or does not decode; dead slots that name a live slot, leave out a dead one, miscount,
+/// do not decode, sit in another shard's row or name no chunk. Each is reported, and the
+/// untouched index passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_dead_slots_are_caught() {
+    let store = Arc::new(MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(60, 5);
+    for pages in [crawl.initial().collect(), crawl.recrawl(1, 0.2)] {
+        let pages: Vec<_> = pages;
+        webindex::load_pages(
+            &client,
+            pages.into_iter().map(Ok::<_, std::convert::Infallible>),
+            8,
+            |_, _| {},
+        )
+        .await
+        .unwrap();
+        idle(&runtime).await;
+    }
+    runtime.shutdown().await.unwrap();
+    assert_eq!(violations(&client).await, Vec::<String>::new());
+
+    let t = client.begin().await.unwrap();
+    let lists: Vec<ScanItem> = t
+        .scan::<&str>(CORPUS, .., Columns::All)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|item| item.column.starts_with(DEAD_PREFIX))
+        .collect();
+    let list = lists.first().expect("the recrawl left dead slots").clone();
+    let chunk = Bytes::copy_from_slice(&list.column[DEAD_PREFIX.len()..]);
+    let dead = DeadSlots::decode(&list.value).unwrap();
+    let directory = Directory::decode(
+        &t.get(INDEX_DOCS, &chunk, CHUNK_CLUSTERS)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let buckets = t
+        .scan_page(
+            INDEX_DOCS,
+            std::ops::Bound::Included(chunk.clone()),
+            Columns::one(CHUNK_BUCKETS),
+            1,
+        )
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    drop(t);
+    let set_dead = |value: Bytes| set_cell(&client, CORPUS, &list.row, &list.column, Some(value));
+    let has = |found: &[String], what: &str| {
+        assert!(found.iter().any(|v| v.contains(what)), "{what}: {found:?}");
+    };
+
+    // The list of buckets leaves out every bucket, then does not decode.
+    set_cell(
+        &client,
+        INDEX_DOCS,
+        &chunk,
+        CHUNK_BUCKETS,
+        Some(ChunkBuckets::default().encode()),
+    )
+    .await;
+    has(
+        &violations(&client).await,
+        "bucket has a cell in a chunk whose list of buckets leaves it out",
+    );
+    set_cell(
+        &client,
+        INDEX_DOCS,
+        &chunk,
+        CHUNK_BUCKETS,
+        Some(Bytes::from_static(b"buckets\nxyz\n")),
+    )
+    .await;
+    has(
+        &violations(&client).await,
+        "chunk's list of buckets does not decode",
+    );
+    put_back(&client, INDEX_DOCS, &buckets).await;
+
+    // A live slot marked dead: its postings are skipped, so its cluster misses terms.
+    let live = directory
+        .clusters
+        .iter()
+        .position(|c| !c.is_empty())
+        .expect("a live slot") as u32;
+    let mut wrong = dead.clone();
+    wrong.insert(live);
+    wrong.holding += 1;
+    set_dead(wrong.encode()).await;
+    let found = violations(&client).await;
+    has(
+        &found,
+        "dead slot still names a cluster in its chunk's directory",
+    );
+    has(&found, "index entries missing for a canonical's terms");
+    // A dead slot left out: its postings name an empty slot.
+    let mut wrong = DeadSlots::default();
+    wrong.holding = dead.holding - 1;
+    for slot in &dead.slots()[1..] {
+        wrong.insert(*slot);
+    }
+    set_dead(wrong.encode()).await;
+    has(
+        &violations(&client).await,
+        "posting names an empty or missing slot of its chunk",
+    );
+    // Only the count wrong.
+    let mut wrong = dead.clone();
+    wrong.holding += 1;
+    set_dead(wrong.encode()).await;
+    assert_found(
+        &violations(&client).await,
+        &[(
+            "dead slots miscount",
+            format!("corpus:{:?}", String::from_utf8_lossy(&list.row)),
+        )],
+    );
+    // Bytes that do not decode.
+    set_dead(Bytes::from_static(b"dead of\n\xff")).await;
+    has(
+        &violations(&client).await,
+        "chunk's list of dead slots does not decode",
+    );
+    put_back(&client, CORPUS, &list).await;
+
+    // The list in another shard's row, and a list for a chunk that does not exist.
+    let other = shard_key((parse_chunk_key(&chunk).unwrap().0 + 1) % INDEX_SHARDS);
+    set_cell(
+        &client,
+        CORPUS,
+        &other,
+        &list.column,
+        Some(list.value.clone()),
+    )
+    .await;
+    has(
+        &violations(&client).await,
+        "dead slots of a chunk that is not of the row's shard",
+    );
+    set_cell(&client, CORPUS, &other, &list.column, None).await;
+    let ghost = dead_column(&chunk_key(parse_chunk_key(&chunk).unwrap().0, 999_999));
+    set_cell(&client, CORPUS, &list.row, &ghost, Some(list.value.clone())).await;
+    has(
+        &violations(&client).await,
+        "dead slots of a chunk without a directory",
+    );
+    set_cell(&client, CORPUS, &list.row, &ghost, None).await;
+    assert_eq!(violations(&client).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

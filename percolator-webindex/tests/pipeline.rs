@@ -104,13 +104,16 @@ async fn inverter_batches_fit_tight_store_limits() {
 }
 
 /// Every chunk lists the terms with their own posting cell, and only those (the rest are in
-/// buckets): removing a recrawled page's postings reads a term's own cell only when listed.
-/// A chunk without a list (written before there were lists) has each term's own cell tried
-/// first, as before: recrawls over such chunks still leave every invariant holding.
+/// buckets), and the buckets with a cell: removing a recrawled page's postings, and compacting a
+/// chunk, read only listed cells. A chunk without the lists (written before there were lists)
+/// has its postings removed at once, each term's own cell tried first, as before: recrawls over
+/// such chunks still leave every invariant holding, and mark no slot dead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chunks_list_their_own_terms_and_removals_work_without_the_list() {
-    use percolator_webindex::postings::{OwnTerms, RareChunk, is_rare_row};
-    use percolator_webindex::schema::{CHUNK_CLUSTERS, CHUNK_OWN_TERMS, INDEX, INDEX_DOCS};
+async fn chunks_list_their_cells_and_removals_work_without_the_lists() {
+    use percolator_webindex::postings::{ChunkBuckets, OwnTerms, RareChunk, is_rare_row};
+    use percolator_webindex::schema::{
+        CHUNK_BUCKETS, CHUNK_CLUSTERS, CHUNK_OWN_TERMS, CORPUS, DEAD_PREFIX, INDEX, INDEX_DOCS,
+    };
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
@@ -137,20 +140,30 @@ async fn chunks_list_their_own_terms_and_removals_work_without_the_list() {
         .filter(|item| item.column == CHUNK_OWN_TERMS)
         .map(|item| (item.row.clone(), OwnTerms::decode(&item.value).unwrap()))
         .collect();
-    assert_eq!(
+    let bucket_lists: Vec<(Bytes, ChunkBuckets)> = docs
+        .iter()
+        .filter(|item| item.column == CHUNK_BUCKETS)
+        .map(|item| (item.row.clone(), ChunkBuckets::decode(&item.value).unwrap()))
+        .collect();
+    for chunks in [
         lists
             .iter()
             .map(|(c, _)| c.clone())
             .collect::<BTreeSet<_>>(),
-        directories,
-        "one list per chunk"
-    );
-    // Every own cell is listed in its chunk, and no term of a bucket is.
+        bucket_lists.iter().map(|(c, _)| c.clone()).collect(),
+    ] {
+        assert_eq!(chunks, directories, "one list of each per chunk");
+    }
+    // Every own cell is listed in its chunk, no term of a bucket is, and every bucket with a
+    // cell is listed, exactly.
     let list_of = |chunk: &Bytes| &lists.iter().find(|(c, _)| c == chunk).unwrap().1;
-    let (mut own_cells, mut bucket_terms) = (0, 0);
+    let buckets_of = |chunk: &Bytes| &bucket_lists.iter().find(|(c, _)| c == chunk).unwrap().1;
+    let (mut own_cells, mut bucket_terms, mut bucket_cells) = (0, 0, 0);
     for item in txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap() {
         let own = list_of(&item.column);
         if is_rare_row(&item.row) {
+            bucket_cells += 1;
+            assert!(buckets_of(&item.column).contains_row(&item.row));
             for term in RareChunk::decode(&item.value).unwrap().terms.keys() {
                 bucket_terms += 1;
                 assert!(!own.contains(term), "{term} is in a bucket and listed");
@@ -165,32 +178,304 @@ async fn chunks_list_their_own_terms_and_removals_work_without_the_list() {
         own_cells > 0 && bucket_terms > 0,
         "{own_cells} / {bucket_terms}"
     );
+    assert_eq!(
+        bucket_cells,
+        bucket_lists.iter().map(|(_, b)| b.len()).sum::<usize>()
+    );
     drop(txn);
 
-    // A recrawl removes old postings through the lists.
+    // Chunks without lists: a recrawl removes every old posting at once.
+    let mut txn = client.begin().await.unwrap();
+    for item in docs
+        .iter()
+        .filter(|item| item.column == CHUNK_OWN_TERMS || item.column == CHUNK_BUCKETS)
+    {
+        txn.delete(INDEX_DOCS, &item.row, &item.column).unwrap();
+    }
+    txn.commit().await.unwrap();
     load(&client, crawl.recrawl(1, 0.5)).await;
     idle(&runtime).await;
     assert_invariants(&client).await;
+    let dead_lists = |client: &percolator_core::Client<_>| {
+        let client = client.clone();
+        async move {
+            client
+                .begin()
+                .await
+                .unwrap()
+                .scan::<&str>(CORPUS, .., Columns::All)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|item| item.column.starts_with(DEAD_PREFIX))
+                .count()
+        }
+    };
+    assert_eq!(dead_lists(&client).await, 0, "removed at once");
 
-    // Chunks without lists: a recrawl still removes every old posting.
-    let mut txn = client.begin().await.unwrap();
-    for item in txn
-        .scan::<&str>(
-            INDEX_DOCS,
-            ..,
-            Columns::Only(vec![Bytes::from_static(CHUNK_OWN_TERMS)]),
-        )
-        .await
-        .unwrap()
-    {
-        txn.delete(INDEX_DOCS, &item.row, CHUNK_OWN_TERMS).unwrap();
-    }
-    txn.commit().await.unwrap();
+    // The chunks the recrawl wrote list their cells: the next recrawl marks slots dead there.
     load(&client, crawl.recrawl(2, 0.5)).await;
     idle(&runtime).await;
     assert_invariants(&client).await;
+    assert!(dead_lists(&client).await > 0, "removed lazily");
     let stats = runtime.shutdown().await.unwrap();
     assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
+}
+
+/// The final version of each page of `crawl` after the recrawls `generations` (each with its
+/// fraction), in index order.
+fn final_pages(crawl: &SyntheticCrawl, generations: &[(u32, f64)]) -> Vec<webindex::CrawledPage> {
+    let mut generation_of = vec![0u32; crawl.docs()];
+    for &(generation, fraction) in generations {
+        for index in crawl.recrawl_indexes(generation, fraction) {
+            generation_of[index] = generation;
+        }
+    }
+    (0..crawl.docs())
+        .map(|index| crawl.page(index, generation_of[index]))
+        .collect()
+}
+
+/// What a few queries answer (URLs and scores of the best 20, and the totals): the index's
+/// meaning for a reader, whatever its chunks look like.
+async fn answers<S: percolator_core::RowStore>(
+    client: &percolator_core::Client<S>,
+    queries: &[String],
+) -> Vec<(String, usize, Vec<(String, u64)>)> {
+    let mut out = Vec::new();
+    for query in queries {
+        let options = webindex::SearchOptions::default()
+            .mode(webindex::Mode::Any)
+            .limit(20)
+            .snippets(false);
+        let results = webindex::search(client, query, &options).await.unwrap();
+        let hits = results
+            .hits
+            .into_iter()
+            .map(|h| (h.url, h.score.to_bits()))
+            .collect();
+        out.push((query.clone(), results.total, hits));
+    }
+    out
+}
+
+/// Terms of the index (own rows: frequent in a chunk; bucket entries: rare), a few of each.
+async fn some_terms<S: percolator_core::RowStore>(
+    client: &percolator_core::Client<S>,
+) -> Vec<String> {
+    use percolator_webindex::postings::{RareChunk, is_rare_row};
+    use percolator_webindex::schema::INDEX;
+    let txn = client.begin().await.unwrap();
+    let (mut own, mut rare) = (Vec::new(), Vec::new());
+    for item in txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap() {
+        if is_rare_row(&item.row) {
+            if rare.len() < 12 {
+                rare.extend(
+                    RareChunk::decode(&item.value)
+                        .unwrap()
+                        .terms
+                        .into_keys()
+                        .take(1),
+                );
+            }
+        } else if own.len() < 12
+            && own.last() != Some(&String::from_utf8_lossy(&item.row).into_owned())
+        {
+            own.push(String::from_utf8_lossy(&item.row).into_owned());
+        }
+    }
+    own.into_iter().chain(rare).collect()
+}
+
+/// Recrawls mark the old postings' slots dead instead of rewriting the cells that hold them;
+/// searches skip dead postings (their answers, scores included, are those of an index built
+/// from the final pages alone); once half a chunk's slots are dead, the inverter compacts it,
+/// and a chunk whose slots are all dead is deleted, cells and lists. Store faults (failed
+/// reads, dropped batches, lost commit answers) during the compactions change none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recrawls_mark_slots_dead_and_compaction_reclaims_them() {
+    use percolator_core::conformance::faulty::{FaultRates, FaultyStore, is_commit};
+    use percolator_webindex::postings::{ChunkIter, DeadSlots, RareChunk, is_rare_row};
+    use percolator_webindex::schema::{CHUNK_CLUSTERS, CORPUS, DEAD_PREFIX, INDEX, INDEX_DOCS};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    let store = Arc::new(FaultyStore::new(Arc::new(
+        percolator_backend_mem::MemStore::new(),
+    )));
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let crawl = SyntheticCrawl::new(200, 17);
+    load(&client, crawl.initial().collect()).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+
+    // The chunks' dead slots, and the index's postings by chunk and slot.
+    let dead_slots = || {
+        let client = client.clone();
+        async move {
+            let txn = client.begin().await.unwrap();
+            txn.scan::<&str>(CORPUS, .., Columns::All)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|item| {
+                    let chunk = item.column.strip_prefix(DEAD_PREFIX)?;
+                    Some((
+                        Bytes::copy_from_slice(chunk),
+                        DeadSlots::decode(&item.value).unwrap(),
+                    ))
+                })
+                .collect::<BTreeMap<Bytes, DeadSlots>>()
+        }
+    };
+    let posted_slots = || {
+        let client = client.clone();
+        async move {
+            let txn = client.begin().await.unwrap();
+            let mut slots: BTreeSet<(Bytes, u32)> = BTreeSet::new();
+            for item in txn.scan::<&str>(INDEX, .., Columns::All).await.unwrap() {
+                let cells: Vec<Vec<u32>> = if is_rare_row(&item.row) {
+                    RareChunk::decode(&item.value)
+                        .unwrap()
+                        .terms
+                        .into_values()
+                        .map(|p| p.postings.into_keys().collect())
+                        .collect()
+                } else {
+                    vec![
+                        ChunkIter::new(&item.value)
+                            .unwrap()
+                            .map(|p| p.unwrap().0)
+                            .collect(),
+                    ]
+                };
+                slots.extend(
+                    cells
+                        .into_iter()
+                        .flatten()
+                        .map(|s| (item.column.clone(), s)),
+                );
+            }
+            slots
+        }
+    };
+    let chunks = || {
+        let client = client.clone();
+        async move {
+            let txn = client.begin().await.unwrap();
+            let directories: BTreeSet<Bytes> = txn
+                .scan::<&str>(INDEX_DOCS, .., Columns::All)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|item| item.column == CHUNK_CLUSTERS)
+                .map(|item| item.row)
+                .collect();
+            directories
+        }
+    };
+    let initial_chunks = chunks().await;
+
+    // A third of the pages change: their old slots are dead, their postings still there.
+    let mut generations = vec![(1, 0.3)];
+    load(&client, crawl.recrawl(1, 0.3)).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let dead = dead_slots().await;
+    assert!(!dead.is_empty(), "recrawled pages leave dead slots");
+    let posted = posted_slots().await;
+    let kept: usize = dead
+        .iter()
+        .map(|(chunk, d)| {
+            d.slots()
+                .iter()
+                .filter(|s| posted.contains(&(chunk.clone(), **s)))
+                .count()
+        })
+        .sum();
+    assert!(kept > 0, "dead postings stay until compaction: {dead:?}");
+    let queries = some_terms(&client).await;
+    assert!(queries.len() >= 12, "{queries:?}");
+    let fresh = |generations: Vec<(u32, f64)>| async move {
+        let store = Arc::new(percolator_backend_mem::MemStore::new());
+        let runtime = start(&store, webindex::observers(None)).await;
+        let client = writer(&store, &webindex::observed_columns()).await;
+        load(&client, final_pages(&crawl, &generations)).await;
+        idle(&runtime).await;
+        runtime.shutdown().await.unwrap();
+        client
+    };
+    let reference = fresh(generations.clone()).await;
+    assert_eq!(
+        answers(&client, &queries).await,
+        answers(&reference, &queries).await,
+        "searches skip dead postings"
+    );
+
+    // Most of the rest change, under store faults: chunks past half dead are compacted.
+    generations.push((2, 0.8));
+    load(&client, crawl.recrawl(2, 0.8)).await;
+    store.set_random_faults(
+        FaultRates {
+            read_failure: 0.01,
+            batch_drop: 0.02,
+            ..FaultRates::NONE
+        },
+        2,
+    );
+    store.lose_answers(5, Box::new(is_commit));
+    // The runtime works under the faults (waiting for it to go idle reads the store too)
+    // until every lost answer has been dealt, then without them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.injected().answers_lost < 5 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    store.clear_random_faults();
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let injected = store.injected();
+    assert!(
+        injected.reads_failed > 0 && injected.batches_dropped > 0 && injected.answers_lost > 0,
+        "{injected:?}"
+    );
+    let dead = dead_slots().await;
+    assert!(
+        dead.values().all(|d| !d.needs_compaction()),
+        "every chunk past half dead was compacted: {dead:?}"
+    );
+    let reference = fresh(generations.clone()).await;
+    assert_eq!(
+        answers(&client, &queries).await,
+        answers(&reference, &queries).await,
+        "compaction changes no answer"
+    );
+
+    // Every page changes: every older chunk has all its slots dead, and is deleted.
+    let before = chunks().await;
+    assert!(
+        before.is_superset(&initial_chunks),
+        "compacted, not deleted"
+    );
+    generations.push((3, 1.0));
+    load(&client, crawl.recrawl(3, 1.0)).await;
+    idle(&runtime).await;
+    assert_invariants(&client).await;
+    let now = chunks().await;
+    assert!(now.is_disjoint(&before), "{now:?} {before:?}");
+    assert_eq!(dead_slots().await, BTreeMap::new());
+    let posted = posted_slots().await;
+    assert!(
+        posted.iter().all(|(chunk, _)| now.contains(chunk)),
+        "no posting outlives its chunk's directory"
+    );
+    let reference = fresh(generations.clone()).await;
+    assert_eq!(
+        answers(&client, &queries).await,
+        answers(&reference, &queries).await,
+    );
+    let stats = runtime.shutdown().await.unwrap();
+    assert!(stats.batch_reruns > 0, "{stats:?}");
 }
 
 /// A `documents:terms` cell in another form than the document processor writes (its lines out

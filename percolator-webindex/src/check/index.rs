@@ -10,16 +10,28 @@ use percolator_core::{Result, RowStore, Transaction};
 use super::IndexSummary;
 use super::violations::{Violations, at, cell, escaped, row_name};
 use super::walk::{ProgressFn, TermPrint, Walk, for_each_item};
-use crate::postings::{Directory, OwnTerms, PostingChunk, RareChunk, is_rare_row, rare_row};
+use crate::postings::{
+    ChunkBuckets, DeadSlots, Directory, OwnTerms, PostingChunk, RareChunk, is_rare_row, rare_row,
+};
 use crate::schema::*;
 use crate::terms::{CorpusCounts, encode_posting};
 
-/// The chunks' rows of `index_docs`: per chunk, its directory and its list of terms with their
-/// own cell (absent in a chunk written without one).
+/// The chunks' rows of `index_docs`, and their dead slots from `corpus`: per chunk, its
+/// directory, its lists of terms with their own cell and of buckets with a cell (absent in a
+/// chunk written without them), and its dead slots (absent when none).
 #[derive(Default)]
 pub(super) struct Chunks {
     directories: HashMap<Bytes, Directory>,
     own_terms: HashMap<Bytes, OwnTerms>,
+    buckets: HashMap<Bytes, ChunkBuckets>,
+    dead: HashMap<Bytes, DeadSlots>,
+}
+
+impl Chunks {
+    /// Whether `slot` of `chunk` is dead (its postings are not the index's).
+    fn is_dead(&self, chunk: &[u8], slot: u32) -> bool {
+        self.dead.get(chunk).is_some_and(|dead| dead.contains(slot))
+    }
 }
 
 /// Reads the chunk directories (`index_docs`) for invariants 4 and 7, and checks the part of
@@ -50,6 +62,23 @@ pub(super) async fn read_directories<S: RowStore>(
             );
             return;
         };
+        if item.column == CHUNK_BUCKETS {
+            match ChunkBuckets::decode(&item.value) {
+                Some(buckets) => {
+                    chunks.buckets.insert(item.row, buckets);
+                }
+                None => violations.add(
+                    7,
+                    "chunk's list of buckets does not decode",
+                    at(
+                        INDEX_DOCS,
+                        &item.row,
+                        format_args!("{}", escaped(&item.column)),
+                    ),
+                ),
+            }
+            return;
+        }
         if item.column == CHUNK_OWN_TERMS {
             match OwnTerms::decode(&item.value) {
                 Some(own) => {
@@ -115,7 +144,98 @@ pub(super) async fn read_directories<S: RowStore>(
         chunks.directories.insert(item.row, directory);
     })
     .await?;
+    read_dead_slots(txn, &mut chunks, progress, violations).await?;
     Ok(chunks)
+}
+
+/// Reads the chunks' dead slots (`corpus`, a few cells per shard) into `chunks`, and checks
+/// the part of invariant 7 they hold: a list decodes and names a chunk of its shard that lists
+/// its cells, its slots are empty in the chunk's directory, and it counts the slots holding
+/// postings (the live ones and the dead).
+///
+/// It holds because the inverter, removing clusters from a chunk that lists its cells, empties
+/// their slots in the directory and writes the chunk's dead slots, with that count, in the same
+/// transaction; and compacting a chunk deletes its list with the dead postings.
+async fn read_dead_slots<S: RowStore>(
+    txn: &Transaction<S>,
+    chunks: &mut Chunks,
+    progress: ProgressFn<'_>,
+    violations: &mut Violations,
+) -> Result<()> {
+    let mut lists = Vec::new();
+    for_each_item(txn, CORPUS, None, progress, |item| {
+        let Some(chunk) = item.column.strip_prefix(DEAD_PREFIX) else {
+            return;
+        };
+        let place = || at(CORPUS, &item.row, format_args!("{}", escaped(&item.column)));
+        let Some(dead) = DeadSlots::decode(&item.value) else {
+            violations.add(7, "chunk's list of dead slots does not decode", place());
+            return;
+        };
+        match parse_chunk_key(chunk) {
+            Some((shard, _)) if shard_key(shard) == item.row => {
+                lists.push((Bytes::copy_from_slice(chunk), dead));
+            }
+            _ => violations.add(
+                7,
+                "dead slots of a chunk that is not of the row's shard",
+                place(),
+            ),
+        }
+    })
+    .await?;
+    for (chunk, dead) in lists {
+        let place = |what: std::fmt::Arguments<'_>| {
+            at(
+                CORPUS,
+                &shard_of_chunk(&chunk),
+                format_args!("{} {what}", escaped(&dead_column(&chunk))),
+            )
+        };
+        let Some(directory) = chunks.directories.get(&chunk) else {
+            violations.add(
+                7,
+                "dead slots of a chunk without a directory",
+                place(format_args!("")),
+            );
+            continue;
+        };
+        if !chunks.own_terms.contains_key(&chunk) || !chunks.buckets.contains_key(&chunk) {
+            violations.add(
+                7,
+                "dead slots of a chunk that does not list its cells",
+                place(format_args!("")),
+            );
+        }
+        for &slot in dead.slots() {
+            if directory.cluster(slot).is_some_and(|c| !c.is_empty()) {
+                violations.add(
+                    7,
+                    "dead slot still names a cluster in its chunk's directory",
+                    place(format_args!("slot {slot}")),
+                );
+            }
+        }
+        let live = directory.clusters.iter().filter(|c| !c.is_empty()).count();
+        if live + dead.len() != dead.holding as usize {
+            violations.add(
+                7,
+                "dead slots miscount the chunk's slots holding postings",
+                place(format_args!(
+                    "says {}, the chunk has {live} live and {} dead",
+                    dead.holding,
+                    dead.len()
+                )),
+            );
+        }
+        chunks.dead.insert(chunk, dead);
+    }
+    Ok(())
+}
+
+/// The `corpus` row of the shard of chunk key `chunk`.
+fn shard_of_chunk(chunk: &[u8]) -> Bytes {
+    parse_chunk_key(chunk).map_or_else(Bytes::new, |(shard, _)| shard_key(shard))
 }
 
 /// The `index` row and column of an index cell, for a violation.
@@ -125,8 +245,10 @@ fn index_cell(row: &[u8], chunk: &[u8]) -> String {
 
 /// Reads the index (`index`) a page at a time for invariants 4 and 7, and checks the part of
 /// invariant 7 it holds: every chunk cell decodes, a bucket holds only terms of its own, a
-/// term's own cell is in its chunk's list of own terms (when the chunk has one), and every
-/// posting names a listed slot of its chunk. Counts the distinct terms and the postings.
+/// term's own cell is in its chunk's list of own terms and a bucket's cell in its list of
+/// buckets (when the chunk has them), and every posting names a listed slot of its chunk or a
+/// dead one. Counts the distinct terms and the postings of live slots (dead ones left the
+/// index).
 /// Returns, per cluster the directories of `chunks` name, the print of its postings (term and
 /// posting).
 ///
@@ -167,7 +289,18 @@ pub(super) async fn read_postings<S: RowStore>(
             }
         };
         let directory = chunks.directories.get(&item.column);
-        // Removal looks for a term's postings in its own cell only if the chunk lists it.
+        // Removal and compaction look for a term's postings in its own cell only if the chunk
+        // lists it, and compaction in the buckets it lists.
+        if is_rare_row(&item.row)
+            && let Some(buckets) = chunks.buckets.get(&item.column)
+            && !buckets.contains_row(&item.row)
+        {
+            violations.add(
+                7,
+                "bucket has a cell in a chunk whose list of buckets leaves it out",
+                index_cell(&item.row, &item.column),
+            );
+        }
         if !is_rare_row(&item.row)
             && let Some(own) = chunks.own_terms.get(&item.column)
             && !own.contains(&String::from_utf8_lossy(&item.row))
@@ -191,8 +324,12 @@ pub(super) async fn read_postings<S: RowStore>(
                 );
                 continue;
             }
-            terms.insert(xxhash_rust::xxh3::xxh3_64(&term));
+            let mut live = false;
             for (slot, posting) in chunk.postings {
+                if chunks.is_dead(&item.column, slot) {
+                    continue; // left the index; kept until the chunk is compacted
+                }
+                live = true;
                 summary.postings += 1;
                 match directory
                     .and_then(|d| d.cluster(slot))
@@ -212,6 +349,9 @@ pub(super) async fn read_postings<S: RowStore>(
                         ),
                     ),
                 }
+            }
+            if live {
+                terms.insert(xxhash_rust::xxh3::xxh3_64(&term));
             }
         }
     })

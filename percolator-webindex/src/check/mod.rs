@@ -17,8 +17,9 @@
 //! 6. each corpus shard counts exactly the clusters hashing to it, their canonicals' lengths
 //!    and their postings;
 //! 7. no cluster is still queued for the inverter (`index_queue`); every posting chunk decodes
-//!    and names a listed slot; each indexed cluster is listed in exactly the chunk its
-//!    `clusters:posted` names, a chunk of its shard;
+//!    and each of its postings names a listed slot or a dead one; a chunk's lists of cells and
+//!    of dead slots decode and hold (dead slots are empty and counted right); each indexed
+//!    cluster is listed in exactly the chunk its `clusters:posted` names, a chunk of its shard;
 //! 8. the sizes kept as the pipeline runs ([`crate::sizes`]) are the sizes counted here;
 //! 9. every strong observer ran at most once per change of its column, by any worker that
 //!    ever ran ([`percolator_observers::audit`]).

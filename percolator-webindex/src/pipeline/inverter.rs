@@ -1,6 +1,10 @@
 //! The inverter: applies the clusters queued in one index shard as a batch, writing their
 //! postings into one new chunk, removing their old postings from the chunks that hold them, and
-//! updating the shard's corpus counts, in one transaction (see [`crate::postings`]).
+//! updating the shard's corpus counts, in one transaction (see [`crate::postings`]). A run
+//! that finds a chunk of its shard with half its postings dead compacts that chunk instead
+//! ([`removal`]).
+
+mod removal;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +16,10 @@ use percolator_core::{Error, ObservedColumn, Result, RowStore, Transaction};
 use percolator_observers::{Change, Observer};
 
 use super::{lossy, scan_row};
-use crate::postings::{Directory, Held, OwnTerms, PostingChunk, RareChunk, rare_limit, rare_row};
+use crate::postings::{
+    ChunkBuckets, DeadSlots, Directory, Held, OwnTerms, PostingChunk, RareChunk, bucket_row,
+    rare_bucket, rare_limit,
+};
 use crate::schema::*;
 use crate::terms::{CorpusCounts, PageTerms, PageTermsView, Posting};
 
@@ -86,19 +93,19 @@ impl<S: RowStore> Observer<S> for Inverter {
         let max_clusters = INVERT_BATCH
             .min(limits.max_row_ops.saturating_sub(3) / 2)
             .max(1);
+        let corpus_row = ShardCorpus::read(txn, &row).await?;
+        // A chunk with half its postings dead is compacted first, in a run of its own (its
+        // cells are about as many as a run writes); the queue waits for the next run.
+        if let Some((chunk, dead)) = corpus_row.dead.iter().find(|(_, d)| d.needs_compaction()) {
+            removal::compact(txn, &row, chunk, dead).await?;
+            txn.notify(INDEX_QUEUE, &row, INVERT)?;
+            return Ok(());
+        }
         let (queued, mut more) = read_queue(txn, &row, max_clusters).await?;
         if queued.is_empty() {
             return Ok(());
         }
-        let next_chunk: u64 = match txn.get(CORPUS, &row, NEXT_CHUNK).await? {
-            Some(b) => std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| {
-                    Error::Corrupt(format!("corpus {:?} next_chunk is {b:?}", lossy(&row)))
-                })?,
-            None => 0,
-        };
+        let next_chunk = corpus_row.next_chunk;
         let chunk = chunk_key(shard, next_chunk);
 
         let mut directory = Directory::default();
@@ -218,13 +225,15 @@ impl<S: RowStore> Observer<S> for Inverter {
             }
         }
         for (old_chunk, clusters) in removed {
-            remove_postings(txn, &old_chunk, clusters).await?;
+            let dead = corpus_row.dead.get(&old_chunk);
+            // A chunk now half dead is compacted by the next run.
+            more |= removal::remove_postings(txn, &row, &old_chunk, clusters, dead).await?;
         }
         if !directory.clusters.is_empty() {
             // Blind writes: nothing was ever written under the new chunk's key. A term with
             // few postings here shares its bucket's cell: most of a batch's terms are rare, and
             // each cell costs a lock, a write record and its flush and compaction.
-            let mut rare: BTreeMap<Bytes, RareChunk> = BTreeMap::new();
+            let mut rare: BTreeMap<u16, RareChunk> = BTreeMap::new();
             let rare_below = rare_limit(directory.clusters.len());
             let mut own = Vec::new();
             for (term, postings) in added {
@@ -232,7 +241,7 @@ impl<S: RowStore> Observer<S> for Inverter {
                     let postings = PostingChunk {
                         postings: postings.into_iter().collect(),
                     };
-                    rare.entry(rare_row(&term))
+                    rare.entry(rare_bucket(&term))
                         .or_default()
                         .terms
                         .insert(term, postings);
@@ -248,19 +257,20 @@ impl<S: RowStore> Observer<S> for Inverter {
                 CHUNK_OWN_TERMS,
                 OwnTerms::new(own).encode(),
             )?;
-            for (row, bucket) in rare {
-                txn.set(INDEX, &row, &chunk, bucket.encode())?;
+            txn.set(
+                INDEX_DOCS,
+                &chunk,
+                CHUNK_BUCKETS,
+                ChunkBuckets::new(rare.keys().copied().collect()).encode(),
+            )?;
+            for (bucket, postings) in rare {
+                txn.set(INDEX, bucket_row(bucket), &chunk, postings.encode())?;
             }
             txn.set(INDEX_DOCS, &chunk, CHUNK_CLUSTERS, directory.encode())?;
             txn.set(CORPUS, &row, NEXT_CHUNK, (next_chunk + 1).to_string())?;
         }
         if corpus != CorpusCounts::default() {
-            let now = txn
-                .get(CORPUS, &row, COUNTS)
-                .await?
-                .map(|b| CorpusCounts::decode(&b))
-                .unwrap_or_default()
-                .plus(corpus);
+            let now = corpus_row.counts.plus(corpus);
             txn.set(CORPUS, &row, COUNTS, now.encode())?;
         }
         if more {
@@ -326,92 +336,42 @@ async fn read_queue<S: RowStore>(
     Ok((queued, more))
 }
 
-/// Removes the postings of `clusters` (each with the terms it was inverted with) from chunk
-/// `chunk`, and empties their slots in its directory.
-async fn remove_postings<S: RowStore>(
-    txn: &mut Transaction<S>,
-    chunk: &Bytes,
-    clusters: Vec<(Bytes, PageTerms)>,
-) -> Result<()> {
-    let corrupt = |what: String| Error::Corrupt(format!("index chunk {:?}: {what}", lossy(chunk)));
-    let mut directory = txn
-        .get(INDEX_DOCS, chunk, CHUNK_CLUSTERS)
-        .await?
-        .map(|b| Directory::decode(&b))
-        .ok_or_else(|| corrupt("no directory".into()))?;
-    // Which terms have their own cell here; a chunk written without the list has each term's
-    // own cell tried first.
-    let own = match txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS).await? {
-        Some(cell) => {
-            Some(OwnTerms::decode(&cell).ok_or_else(|| corrupt("own terms do not decode".into()))?)
-        }
-        None => None,
-    };
-    let mut slots: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (hash, terms) in clusters {
-        let slot = directory
-            .clusters
-            .iter()
-            .position(|c| *c == hash)
-            .ok_or_else(|| corrupt(format!("cluster {:?} is not in it", lossy(&hash))))?;
-        directory.clusters[slot] = Bytes::new();
-        let slot = u32::try_from(slot).map_err(|_| corrupt("too many slots".into()))?;
-        for term in terms.counts.into_keys() {
-            slots.entry(term).or_default().push(slot);
-        }
-    }
-    // A term's postings in a chunk are in its own cell, or else in its bucket's.
-    let mut rare: BTreeMap<Bytes, Vec<(String, Vec<u32>)>> = BTreeMap::new();
-    for (term, slots) in slots {
-        let cell = if own.as_ref().is_none_or(|own| own.contains(&term)) {
-            txn.get(INDEX, term.as_str(), chunk).await?
-        } else {
-            None
+/// A shard's `corpus` row: its counts, the number of its next chunk, and its chunks' dead
+/// slots.
+struct ShardCorpus {
+    counts: CorpusCounts,
+    next_chunk: u64,
+    dead: BTreeMap<Bytes, DeadSlots>,
+}
+
+impl ShardCorpus {
+    async fn read<S: RowStore>(txn: &Transaction<S>, row: &Bytes) -> Result<Self> {
+        let mut corpus = Self {
+            counts: CorpusCounts::default(),
+            next_chunk: 0,
+            dead: BTreeMap::new(),
         };
-        let Some(cell) = cell else {
-            rare.entry(rare_row(&term)).or_default().push((term, slots));
-            continue;
+        let bad = |item: &percolator_core::ScanItem| {
+            Error::Corrupt(format!(
+                "corpus {:?} {:?} is {:?}",
+                lossy(row),
+                lossy(&item.column),
+                lossy(&item.value)
+            ))
         };
-        let mut postings =
-            PostingChunk::decode(&cell).map_err(|e| corrupt(format!("term {term:?}: {e}")))?;
-        for slot in slots {
-            postings.postings.remove(&slot);
-        }
-        if postings.is_empty() {
-            txn.delete(INDEX, term.as_str(), chunk)?;
-        } else {
-            txn.set(INDEX, term.as_str(), chunk, postings.encode())?;
-        }
-    }
-    for (row, terms) in rare {
-        let Some(cell) = txn.get(INDEX, &row, chunk).await? else {
-            continue;
-        };
-        let mut bucket = RareChunk::decode(&cell)
-            .map_err(|e| corrupt(format!("bucket {:?}: {e}", lossy(&row))))?;
-        for (term, slots) in terms {
-            if let Some(postings) = bucket.terms.get_mut(&term) {
-                for slot in slots {
-                    postings.postings.remove(&slot);
-                }
-                if postings.is_empty() {
-                    bucket.terms.remove(&term);
-                }
+        for item in scan_row(txn, CORPUS, row).await? {
+            if item.column == COUNTS {
+                corpus.counts = CorpusCounts::decode(&item.value);
+            } else if item.column == NEXT_CHUNK {
+                corpus.next_chunk = std::str::from_utf8(&item.value)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(&item))?;
+            } else if let Some(chunk) = item.column.strip_prefix(DEAD_PREFIX) {
+                let dead = DeadSlots::decode(&item.value).ok_or_else(|| bad(&item))?;
+                corpus.dead.insert(Bytes::copy_from_slice(chunk), dead);
             }
         }
-        if bucket.terms.is_empty() {
-            txn.delete(INDEX, &row, chunk)?;
-        } else {
-            txn.set(INDEX, &row, chunk, bucket.encode())?;
-        }
+        Ok(corpus)
     }
-    if directory.clusters.iter().all(Bytes::is_empty) {
-        txn.delete(INDEX_DOCS, chunk, CHUNK_CLUSTERS)?;
-        if own.is_some() {
-            txn.delete(INDEX_DOCS, chunk, CHUNK_OWN_TERMS)?;
-        }
-    } else {
-        txn.set(INDEX_DOCS, chunk, CHUNK_CLUSTERS, directory.encode())?;
-    }
-    Ok(())
 }

@@ -7,9 +7,10 @@
 //! 1. the corpus counts (`corpus`, one cell per index shard: documents N and their total
 //!    length);
 //! 2. every posting of every query term (its `index` row: one cell per chunk holding the term,
-//!    see [`crate::postings`]). A term's document frequency is the number of its postings in
-//!    that snapshot, so it is exact: the inverter writes a shard's postings and its corpus
-//!    counts in one transaction;
+//!    see [`crate::postings`]), but those of dead slots (the chunks' [`DeadSlots`], read with
+//!    the corpus counts). A term's document frequency is the number of its live postings in
+//!    that snapshot, so it is exact: the inverter writes a shard's postings, its dead slots and
+//!    its corpus counts in one transaction;
 //! 3. BM25 over title and body ([`rank`]) for every matching document: the total is their
 //!    number;
 //! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the cluster (from
@@ -32,10 +33,10 @@ use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::html::page_text;
-use crate::postings::{ChunkIter, Directory, RareChunk, rare_row};
+use crate::postings::{ChunkIter, DeadSlots, Directory, RareChunk, rare_row};
 use crate::schema::{
-    ANCHOR_TERMS, CANONICAL, CHUNK_CLUSTERS, CLUSTERS, CORPUS, COUNTS, DOCUMENTS, INDEX,
-    INDEX_DOCS, RAW, SUMMARY, TITLE,
+    ANCHOR_TERMS, CANONICAL, CHUNK_CLUSTERS, CLUSTERS, CORPUS, COUNTS, DEAD_PREFIX, DOCUMENTS,
+    INDEX, INDEX_DOCS, RAW, SUMMARY, TITLE,
 };
 use crate::terms::{AnchorTerms, CorpusCounts, Posting, distinct_terms};
 pub use snippet::Snippet;
@@ -198,7 +199,7 @@ pub async fn search<S: RowStore>(
         )));
     }
     let txn = client.begin().await?;
-    let corpus = corpus_counts(&txn).await?;
+    let (corpus, dead) = corpus_counts(&txn).await?;
     let mut results = SearchResults {
         terms,
         mode: options.mode,
@@ -238,8 +239,11 @@ pub async fn search<S: RowStore>(
                 ))
             }))
             .flat_map(|(chunk, postings)| {
+                // The postings of a chunk's dead slots are not the index's any more.
+                let dead = dead.get(chunk);
                 postings
                     .map_while(std::result::Result::ok)
+                    .filter(move |(slot, _)| !dead.is_some_and(|d| d.contains(*slot)))
                     .map(move |(slot, posting)| ((chunk.clone(), slot), posting))
             })
             .collect();
@@ -348,15 +352,23 @@ fn sort(candidates: &mut [Candidate]) {
     });
 }
 
-/// The corpus counts summed over their shards.
-async fn corpus_counts<S: RowStore>(txn: &Transaction<S>) -> Result<CorpusCounts> {
-    Ok(txn
-        .scan::<Bytes>(CORPUS, .., Columns::one(COUNTS))
-        .await?
-        .iter()
-        .fold(CorpusCounts::default(), |sum, item| {
-            sum.plus(CorpusCounts::decode(&item.value))
-        }))
+/// The corpus counts summed over their shards, and the chunks' dead slots (in the same rows).
+async fn corpus_counts<S: RowStore>(
+    txn: &Transaction<S>,
+) -> Result<(CorpusCounts, HashMap<Bytes, DeadSlots>)> {
+    let mut counts = CorpusCounts::default();
+    let mut dead = HashMap::new();
+    for item in txn.scan::<Bytes>(CORPUS, .., Columns::All).await? {
+        if item.column == COUNTS {
+            counts = counts.plus(CorpusCounts::decode(&item.value));
+        } else if let Some(chunk) = item.column.strip_prefix(DEAD_PREFIX)
+            // A list that does not decode is skipped (the check reports it).
+            && let Some(slots) = DeadSlots::decode(&item.value)
+        {
+            dead.insert(Bytes::copy_from_slice(chunk), slots);
+        }
+    }
+    Ok((counts, dead))
 }
 
 /// A candidate's title and snippet.
