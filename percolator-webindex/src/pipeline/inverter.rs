@@ -6,7 +6,7 @@
 
 mod removal;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -61,6 +61,9 @@ struct QueuedCluster {
     exported: Option<Bytes>,
     /// The chunk holding its postings.
     posted: Option<Bytes>,
+    /// Whether removing its postings rewrites its terms' cells: its chunk does not list its
+    /// cells, so it is not removed lazily ([`removal`]).
+    removes_terms: bool,
 }
 
 #[async_trait]
@@ -145,9 +148,11 @@ impl<S: RowStore> Observer<S> for Inverter {
                     + 2 * (taken + 1)
                     + removed.len()
                     + BOOKKEEPING_ROWS;
-                let old_terms = cluster.old.iter().flat_map(|t| t.counts.keys());
+                // A lazy removal touches no term's row.
+                let old = cluster.old.as_ref().filter(|_| cluster.removes_terms);
+                let old_terms = old.iter().flat_map(|t| t.counts.keys());
                 let new_terms = new.iter().flat_map(|v| v.iter().map(|(t, _)| t));
-                rows + cluster.old.as_ref().map_or(0, |t| t.counts.len())
+                rows + old.map_or(0, |t| t.counts.len())
                     + new.as_ref().map_or(0, PageTermsView::len)
                     <= max_rows
                     || rows
@@ -183,12 +188,14 @@ impl<S: RowStore> Observer<S> for Inverter {
                     length: -i64::from(old.length),
                     postings: -i64::try_from(old.counts.len()).unwrap_or(i64::MAX),
                 });
-                removed_terms.extend(
-                    old.counts
-                        .keys()
-                        .filter(|t| !added.contains_key(*t))
-                        .cloned(),
-                );
+                if cluster.removes_terms {
+                    removed_terms.extend(
+                        old.counts
+                            .keys()
+                            .filter(|t| !added.contains_key(*t))
+                            .cloned(),
+                    );
+                }
                 removed
                     .entry(posted)
                     .or_default()
@@ -321,6 +328,7 @@ async fn read_queue<S: RowStore>(
             old,
             exported: None,
             posted: None,
+            removes_terms: false,
         });
     }
     let states = try_join_all(queued.iter().map(|cluster| async move {
@@ -332,6 +340,22 @@ async fn read_queue<S: RowStore>(
     for (cluster, (exported, posted)) in queued.iter_mut().zip(states) {
         cluster.exported = exported;
         cluster.posted = posted;
+    }
+    let old_chunks: BTreeSet<&Bytes> = queued
+        .iter()
+        .filter(|c| c.old.is_some())
+        .filter_map(|c| c.posted.as_ref())
+        .collect();
+    let eager: BTreeSet<Bytes> = try_join_all(old_chunks.into_iter().map(|chunk| async move {
+        Ok::<_, Error>((!removal::is_lazy(txn, chunk).await?).then(|| chunk.clone()))
+    }))
+    .await?
+    .into_iter()
+    .flatten()
+    .collect();
+    for cluster in &mut queued {
+        cluster.removes_terms =
+            cluster.old.is_some() && cluster.posted.as_ref().is_some_and(|p| eager.contains(p));
     }
     Ok((queued, more))
 }

@@ -56,6 +56,16 @@ async fn cell_lists<S: RowStore>(
     Ok((own, buckets))
 }
 
+/// Whether removals from `chunk` are lazy: it lists its cells. (A list that does not decode
+/// counts as listed: the removal reports it.)
+pub(super) async fn is_lazy<S: RowStore>(txn: &Transaction<S>, chunk: &Bytes) -> Result<bool> {
+    let (own, buckets) = futures::try_join!(
+        txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS),
+        txn.get(INDEX_DOCS, chunk, CHUNK_BUCKETS)
+    )?;
+    Ok(own.is_some() && buckets.is_some())
+}
+
 /// Removes the postings of `clusters` (each with the terms it was inverted with) from chunk
 /// `chunk` of shard `shard_row`, and empties their slots in its directory: lazily when the
 /// chunk lists its cells (`dead` is its current list of dead slots), else at once. Returns
