@@ -129,7 +129,8 @@ pub struct ServeLoadReport {
     pub hog_secs: Option<(f64, f64)>,
     /// Per second.
     pub timeline: Vec<Sample>,
-    /// Searches answered.
+    /// Searches answered by an index holding documents (those of the empty index at the start
+    /// are not counted).
     pub searches: u64,
     /// Search latency over the run: median and 99th percentile, milliseconds.
     pub search_p50_ms: f64,
@@ -451,7 +452,13 @@ async fn crawl(remote: Remote, pages: SyntheticCrawl, batch: usize, tally: Arc<T
     }
 }
 
-/// One searcher: one query after the other until the run ends.
+/// How long a searcher waits before it asks an empty index again.
+const EMPTY_INDEX_WAIT: Duration = Duration::from_millis(500);
+
+/// One searcher: one query after the other until the run ends. A search answered by an empty
+/// index (before the first pages are indexed) is not counted, and the searcher waits a little
+/// before the next: such an answer costs nothing, and counted, the first seconds' 150 000 of
+/// them made the run's search rate meaningless.
 async fn search(remote: Remote, words: Arc<Vec<String>>, seed: usize, tally: Arc<Tally>) {
     let mut i = seed;
     while !tally.stop.load(Relaxed) {
@@ -468,6 +475,9 @@ async fn search(remote: Remote, words: Arc<Vec<String>>, seed: usize, tally: Arc
         };
         let began = Instant::now();
         match remote.search(&query, &options).await {
+            Ok(results) if results.documents == 0 => {
+                tokio::time::sleep(EMPTY_INDEX_WAIT).await;
+            }
             Ok(_) => {
                 let us = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
                 tally.latencies_us.lock().push(us);
