@@ -62,20 +62,24 @@ pub(super) async fn read_directories<S: RowStore>(
             );
             return;
         };
+        // A list that does not decode is reported, and the chunk read as if it had none.
+        let undecodable = |violations: &mut Violations, what: &str| {
+            violations.add(
+                7,
+                what,
+                at(
+                    INDEX_DOCS,
+                    &item.row,
+                    format_args!("{}", escaped(&item.column)),
+                ),
+            );
+        };
         if item.column == CHUNK_BUCKETS {
             match ChunkBuckets::decode(&item.value) {
                 Some(buckets) => {
                     chunks.buckets.insert(item.row, buckets);
                 }
-                None => violations.add(
-                    7,
-                    "chunk's list of buckets does not decode",
-                    at(
-                        INDEX_DOCS,
-                        &item.row,
-                        format_args!("{}", escaped(&item.column)),
-                    ),
-                ),
+                None => undecodable(violations, "chunk's list of buckets does not decode"),
             }
             return;
         }
@@ -84,15 +88,7 @@ pub(super) async fn read_directories<S: RowStore>(
                 Some(own) => {
                     chunks.own_terms.insert(item.row, own);
                 }
-                None => violations.add(
-                    7,
-                    "chunk's list of own terms does not decode",
-                    at(
-                        INDEX_DOCS,
-                        &item.row,
-                        format_args!("{}", escaped(&item.column)),
-                    ),
-                ),
+                None => undecodable(violations, "chunk's list of own terms does not decode"),
             }
             return;
         }

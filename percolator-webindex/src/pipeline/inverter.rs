@@ -61,9 +61,6 @@ struct QueuedCluster {
     exported: Option<Bytes>,
     /// The chunk holding its postings.
     posted: Option<Bytes>,
-    /// Whether removing its postings rewrites its terms' cells: its chunk does not list its
-    /// cells, so it is not removed lazily ([`removal`]).
-    removes_terms: bool,
 }
 
 #[async_trait]
@@ -108,6 +105,7 @@ impl<S: RowStore> Observer<S> for Inverter {
         if queued.is_empty() {
             return Ok(());
         }
+        let mut lists = old_chunk_lists(txn, &queued).await?;
         let next_chunk = corpus_row.next_chunk;
         let chunk = chunk_key(shard, next_chunk);
 
@@ -139,6 +137,14 @@ impl<S: RowStore> Observer<S> for Inverter {
                     }
                 }),
             };
+            // Removing its postings rewrites its terms' cells only where its chunk does not
+            // list its cells (else the removal is lazy).
+            let removes_terms = cluster.old.is_some()
+                && cluster
+                    .posted
+                    .as_ref()
+                    .and_then(|chunk| lists.get(chunk))
+                    .is_some_and(|chunk_lists| !chunk_lists.is_lazy());
             // A term both in `old` and `new` counts twice: an overestimate, which is safe. The
             // terms already counted are looked up only when the cluster's terms might not fit
             // (embedded stores have no row limit to speak of).
@@ -149,7 +155,7 @@ impl<S: RowStore> Observer<S> for Inverter {
                     + removed.len()
                     + BOOKKEEPING_ROWS;
                 // A lazy removal touches no term's row.
-                let old = cluster.old.as_ref().filter(|_| cluster.removes_terms);
+                let old = cluster.old.as_ref().filter(|_| removes_terms);
                 let old_terms = old.iter().flat_map(|t| t.counts.keys());
                 let new_terms = new.iter().flat_map(|v| v.iter().map(|(t, _)| t));
                 rows + old.map_or(0, |t| t.counts.len())
@@ -188,7 +194,7 @@ impl<S: RowStore> Observer<S> for Inverter {
                     length: -i64::from(old.length),
                     postings: -i64::try_from(old.counts.len()).unwrap_or(i64::MAX),
                 });
-                if cluster.removes_terms {
+                if removes_terms {
                     removed_terms.extend(
                         old.counts
                             .keys()
@@ -233,8 +239,13 @@ impl<S: RowStore> Observer<S> for Inverter {
         }
         for (old_chunk, clusters) in removed {
             let dead = corpus_row.dead.get(&old_chunk);
+            let chunk_lists = match lists.remove(&old_chunk) {
+                Some(chunk_lists) => chunk_lists,
+                None => removal::ChunkLists::read(txn, &old_chunk).await?,
+            };
             // A chunk now half dead is compacted by the next run.
-            more |= removal::remove_postings(txn, &row, &old_chunk, clusters, dead).await?;
+            more |= removal::remove_postings(txn, &row, &old_chunk, &chunk_lists, clusters, dead)
+                .await?;
         }
         if !directory.clusters.is_empty() {
             // Blind writes: nothing was ever written under the new chunk's key. A term with
@@ -328,7 +339,6 @@ async fn read_queue<S: RowStore>(
             old,
             exported: None,
             posted: None,
-            removes_terms: false,
         });
     }
     let states = try_join_all(queued.iter().map(|cluster| async move {
@@ -341,23 +351,24 @@ async fn read_queue<S: RowStore>(
         cluster.exported = exported;
         cluster.posted = posted;
     }
+    Ok((queued, more))
+}
+
+/// The lists of cells of the chunks holding the queued clusters' postings.
+async fn old_chunk_lists<S: RowStore>(
+    txn: &Transaction<S>,
+    queued: &[QueuedCluster],
+) -> Result<BTreeMap<Bytes, removal::ChunkLists>> {
     let old_chunks: BTreeSet<&Bytes> = queued
         .iter()
         .filter(|c| c.old.is_some())
         .filter_map(|c| c.posted.as_ref())
         .collect();
-    let eager: BTreeSet<Bytes> = try_join_all(old_chunks.into_iter().map(|chunk| async move {
-        Ok::<_, Error>((!removal::is_lazy(txn, chunk).await?).then(|| chunk.clone()))
+    try_join_all(old_chunks.into_iter().map(|chunk| async move {
+        Ok::<_, Error>((chunk.clone(), removal::ChunkLists::read(txn, chunk).await?))
     }))
-    .await?
-    .into_iter()
-    .flatten()
-    .collect();
-    for cluster in &mut queued {
-        cluster.removes_terms =
-            cluster.old.is_some() && cluster.posted.as_ref().is_some_and(|p| eager.contains(p));
-    }
-    Ok((queued, more))
+    .await
+    .map(|lists| lists.into_iter().collect())
 }
 
 /// A shard's `corpus` row: its counts, the number of its next chunk, and its chunks' dead

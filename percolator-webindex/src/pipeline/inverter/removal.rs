@@ -34,46 +34,59 @@ fn corrupt(chunk: &[u8], what: impl std::fmt::Display) -> Error {
     Error::Corrupt(format!("index chunk {:?}: {what}", lossy(chunk)))
 }
 
-/// A chunk's lists of cells: its own terms and its buckets, each `None` when absent.
-async fn cell_lists<S: RowStore>(
-    txn: &Transaction<S>,
-    chunk: &Bytes,
-) -> Result<(Option<OwnTerms>, Option<ChunkBuckets>)> {
-    let (own, buckets) = futures::try_join!(
-        txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS),
-        txn.get(INDEX_DOCS, chunk, CHUNK_BUCKETS)
-    )?;
-    let own = own
-        .map(|cell| {
-            OwnTerms::decode(&cell).ok_or_else(|| corrupt(chunk, "own terms do not decode"))
-        })
-        .transpose()?;
-    let buckets = buckets
-        .map(|cell| {
-            ChunkBuckets::decode(&cell).ok_or_else(|| corrupt(chunk, "bucket list does not decode"))
-        })
-        .transpose()?;
-    Ok((own, buckets))
+/// A chunk's lists of cells as stored: its own terms and its buckets, each `None` when absent.
+/// Read once per chunk a run removes from: the run sizes its batch by whether removals are
+/// lazy, and the removal then decodes them.
+pub(super) struct ChunkLists {
+    own: Option<Bytes>,
+    buckets: Option<Bytes>,
 }
 
-/// Whether removals from `chunk` are lazy: it lists its cells. (A list that does not decode
-/// counts as listed: the removal reports it.)
-pub(super) async fn is_lazy<S: RowStore>(txn: &Transaction<S>, chunk: &Bytes) -> Result<bool> {
-    let (own, buckets) = futures::try_join!(
-        txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS),
-        txn.get(INDEX_DOCS, chunk, CHUNK_BUCKETS)
-    )?;
-    Ok(own.is_some() && buckets.is_some())
+impl ChunkLists {
+    pub(super) async fn read<S: RowStore>(txn: &Transaction<S>, chunk: &Bytes) -> Result<Self> {
+        let (own, buckets) = futures::try_join!(
+            txn.get(INDEX_DOCS, chunk, CHUNK_OWN_TERMS),
+            txn.get(INDEX_DOCS, chunk, CHUNK_BUCKETS)
+        )?;
+        Ok(Self { own, buckets })
+    }
+
+    /// Whether removals from the chunk are lazy: it lists its cells. (A list that does not
+    /// decode counts as listed: the removal reports it.)
+    pub(super) fn is_lazy(&self) -> bool {
+        self.own.is_some() && self.buckets.is_some()
+    }
+
+    /// The lists of chunk `chunk`, decoded; an error names a list that does not decode.
+    fn decode(&self, chunk: &[u8]) -> Result<(Option<OwnTerms>, Option<ChunkBuckets>)> {
+        let own = self
+            .own
+            .as_ref()
+            .map(|cell| {
+                OwnTerms::decode(cell).ok_or_else(|| corrupt(chunk, "own terms do not decode"))
+            })
+            .transpose()?;
+        let buckets = self
+            .buckets
+            .as_ref()
+            .map(|cell| {
+                ChunkBuckets::decode(cell)
+                    .ok_or_else(|| corrupt(chunk, "bucket list does not decode"))
+            })
+            .transpose()?;
+        Ok((own, buckets))
+    }
 }
 
 /// Removes the postings of `clusters` (each with the terms it was inverted with) from chunk
 /// `chunk` of shard `shard_row`, and empties their slots in its directory: lazily when the
-/// chunk lists its cells (`dead` is its current list of dead slots), else at once. Returns
-/// whether the chunk now needs compacting.
+/// chunk lists its cells (`lists`; `dead` is its current list of dead slots), else at once.
+/// Returns whether the chunk now needs compacting.
 pub(super) async fn remove_postings<S: RowStore>(
     txn: &mut Transaction<S>,
     shard_row: &Bytes,
     chunk: &Bytes,
+    lists: &ChunkLists,
     clusters: Vec<(Bytes, PageTerms)>,
     dead: Option<&DeadSlots>,
 ) -> Result<bool> {
@@ -82,7 +95,7 @@ pub(super) async fn remove_postings<S: RowStore>(
         .await?
         .map(|b| Directory::decode(&b))
         .ok_or_else(|| corrupt(chunk, "no directory"))?;
-    match cell_lists(txn, chunk).await? {
+    match lists.decode(chunk)? {
         (Some(_), Some(_)) => remove_lazily(txn, shard_row, chunk, directory, clusters, dead),
         _ if dead.is_some() => Err(corrupt(
             chunk,
@@ -237,7 +250,7 @@ pub(super) async fn compact<S: RowStore>(
     chunk: &Bytes,
     dead: &DeadSlots,
 ) -> Result<()> {
-    let (Some(own), Some(buckets)) = cell_lists(txn, chunk).await? else {
+    let (Some(own), Some(buckets)) = ChunkLists::read(txn, chunk).await?.decode(chunk)? else {
         return Err(corrupt(
             chunk,
             "it has dead slots but does not list its cells",
