@@ -30,6 +30,8 @@
 //!   [`KeyWrite`]s, through the engine's point and range lookups ([`KeyLookup`]), for the engine
 //!   to apply in one atomic batch.
 //! - [`long_synchronous`]: runs a large batch so that it does not take a runtime worker away.
+//! - [`skip_range::range`]: range walks over crossbeam skip maps that do not leak what they
+//!   pass (crossbeam-skiplist 0.1.3's own `range` does).
 //! - Key helpers for point and range lookups on [`percolator_core::backend::key`]'s layout.
 
 use std::hash::BuildHasher;
@@ -45,6 +47,7 @@ use percolator_core::store::{Condition, Family, Mutation, MutationOutcome, RowMu
 
 mod long_call;
 pub use long_call::{LONG_BATCH_ROWS, long_synchronous};
+pub mod skip_range;
 
 /// Row latch stripes.
 pub const STRIPES: usize = 4096;

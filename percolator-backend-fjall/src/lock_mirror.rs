@@ -25,6 +25,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
+use percolator_backend_embedded::skip_range;
 use percolator_backend_embedded::{KeyWrite, prefix_end, version_bounds};
 use percolator_core::backend::key::{self, KeyError};
 use percolator_core::{Cell, Columns, Family, FamilyRead, StoreError};
@@ -74,8 +75,7 @@ impl LockMirror {
 
     /// Whether any live key lies in `lo..=hi`.
     pub(crate) fn any_in(&self, lo: &[u8], hi: &[u8]) -> bool {
-        self.keys
-            .range::<[u8], _>((Bound::Included(lo), Bound::Included(hi)))
+        skip_range::range::<_, _, [u8], _>(&self.keys, (Bound::Included(lo), Bound::Included(hi)))
             .next()
             .is_some()
     }
@@ -89,8 +89,7 @@ impl LockMirror {
 
     /// Every live key in `lo..=hi`, in order.
     pub(crate) fn keys_in(&self, lo: &[u8], hi: &[u8]) -> Vec<Vec<u8>> {
-        self.keys
-            .range::<[u8], _>((Bound::Included(lo), Bound::Included(hi)))
+        skip_range::range::<_, _, [u8], _>(&self.keys, (Bound::Included(lo), Bound::Included(hi)))
             .map(|entry| entry.key().clone())
             .collect()
     }
@@ -116,9 +115,10 @@ impl LockMirror {
                 for column in &list {
                     let prefix = key::column_prefix(table, row, column);
                     let (lo, hi) = version_bounds(&prefix, read.ts);
-                    let range = self
-                        .keys
-                        .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Included(&hi[..])));
+                    let range = skip_range::range::<_, _, [u8], _>(
+                        &self.keys,
+                        (Bound::Included(&lo[..]), Bound::Included(&hi[..])),
+                    );
                     for entry in range.take(limit) {
                         let k = entry.key();
                         out.push(Cell {
@@ -133,10 +133,10 @@ impl LockMirror {
             Columns::All => {
                 let row_prefix = key::row_prefix(table, row);
                 let end = prefix_end(&row_prefix);
-                let range = self.keys.range::<[u8], _>((
-                    Bound::Included(&row_prefix[..]),
-                    Bound::Excluded(&end[..]),
-                ));
+                let range = skip_range::range::<_, _, [u8], _>(
+                    &self.keys,
+                    (Bound::Included(&row_prefix[..]), Bound::Excluded(&end[..])),
+                );
                 let mut taken: Option<(Bytes, usize)> = None;
                 for entry in range {
                     let k = entry.key();

@@ -73,6 +73,7 @@ use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use crossbeam_skiplist::map::Entry;
 use parking_lot::Mutex;
+use percolator_backend_embedded::skip_range;
 
 /// The cells (`enc(table) ++ enc(row) ++ enc(column)`) that hold notify keys, in key order, with
 /// how many each holds, a bound on their versions and the cell's absorbed version.
@@ -207,19 +208,21 @@ impl NotifyCells {
     /// The absorbed versions of the cells in `[from, to]` (inclusive: callers pass key bounds),
     /// with their cells, in key order.
     pub(crate) fn absorbed_in(&self, from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
-        self.absorbed_of(
-            self.cells
-                .range::<[u8], _>((Bound::Included(from), Bound::Included(to))),
-        )
+        self.absorbed_of(skip_range::range::<_, _, [u8], _>(
+            &self.cells,
+            (Bound::Included(from), Bound::Included(to)),
+        ))
     }
 
     /// The absorbed versions of the cells of the row `row_prefix`, with their cells, in key
     /// order.
     pub(crate) fn absorbed_in_row(&self, row_prefix: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
         self.absorbed_of(
-            self.cells
-                .range::<[u8], _>((Bound::Included(row_prefix), Bound::Unbounded))
-                .take_while(|entry| entry.key().starts_with(row_prefix)),
+            skip_range::range::<_, _, [u8], _>(
+                &self.cells,
+                (Bound::Included(row_prefix), Bound::Unbounded),
+            )
+            .take_while(|entry| entry.key().starts_with(row_prefix)),
         )
     }
 
@@ -249,16 +252,18 @@ impl NotifyCells {
         to: &'a [u8],
     ) -> impl Iterator<Item = Vec<u8>> + 'a {
         let mut last: Option<Vec<u8>> = None;
-        self.cells
-            .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
-            .filter_map(move |entry| {
-                let row = entry.key().get(..entry.value().row_len)?;
-                if last.as_deref() == Some(row) {
-                    return None;
-                }
-                last = Some(row.to_vec());
-                last.clone()
-            })
+        skip_range::range::<_, _, [u8], _>(
+            &self.cells,
+            (Bound::Included(from), Bound::Excluded(to)),
+        )
+        .filter_map(move |entry| {
+            let row = entry.key().get(..entry.value().row_len)?;
+            if last.as_deref() == Some(row) {
+                return None;
+            }
+            last = Some(row.to_vec());
+            last.clone()
+        })
     }
 
     /// How many cells are in the map.

@@ -24,7 +24,9 @@
 //!   family touches only rows with notifications. A row joins the index when it gains a cell in
 //!   `f` and leaves it when a scan of `f` finds it empty, not on every mutation: a commit empties
 //!   the lock family of a row that the next prewrite fills again, and re-indexing it each time
-//!   would double the cost of a transaction.
+//!   would double the cost of a transaction. Scans walk these maps with
+//!   [`percolator_backend_embedded::skip_range`], not crossbeam's own `range`, which would keep
+//!   every row it passed allocated after the row leaves.
 //!
 //! ## Snapshot reads and one-phase commit
 //! The store keeps the newest `snapshot_ts` any read or scan was admitted at (one atomic, like
@@ -60,6 +62,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
+use percolator_backend_embedded::skip_range;
 use percolator_core::backend::scan::row_past_end;
 use percolator_core::backend::validate::validate_batch;
 use percolator_core::{
@@ -433,7 +436,7 @@ impl RowStore for MemStore {
         };
         let index = &self.family_rows[request.read.family.index()];
         let mut out = Vec::new();
-        for entry in index.range((lower, Bound::Unbounded)) {
+        for entry in skip_range::range::<_, _, RowKey, _>(index, (lower, Bound::Unbounded)) {
             let (t, r) = entry.key();
             if *t != table || row_past_end(r, &request.end) {
                 break;
