@@ -37,16 +37,20 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc: the observers allocate many small keys and values, and glibc malloc takes a large
+/// share of an index run's CPU. Of the allocators measured under `serve` with a steady recrawl
+/// (`cargo xtask bench --serve-load`), jemalloc's RSS stays flat; mimalloc's (v3) climbs
+/// through the run, v2's more, glibc's to twice as much. On the Rust docs' real HTML an index run
+/// is as fast as with mimalloc (ARCHITECTURE.md, "Allocator").
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Turns transparent huge pages off for this process (Linux), before the work allocates.
 ///
-/// mimalloc asks for huge pages for its arenas, and the kernel zeroes a whole 2 MiB page the
-/// first time any byte of it is touched, each time mimalloc gives memory back and takes it again.
-/// That zeroing is a visible part of an index run's CPU; without huge pages the run takes less
-/// CPU, and its peak RSS at load and in the run is lower (see README, "Benchmarks"). The flag is
-/// inherited by child processes. A failure only leaves huge pages on, so it is ignored.
+/// With huge pages the kernel zeroes a whole 2 MiB page the first time any byte of it is
+/// touched, each time the allocator gives memory back and takes it again, and a page of which
+/// one byte is live stays resident whole. The flag is inherited by child processes. A failure
+/// only leaves huge pages on, so it is ignored.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);

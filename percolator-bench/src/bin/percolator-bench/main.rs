@@ -32,7 +32,7 @@ use percolator_registry::StoreSpec;
 use crate::store::{BoxError, Opened, write_json};
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(about = "percolator-rs benchmarks")]

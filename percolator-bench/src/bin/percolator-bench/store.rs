@@ -90,9 +90,8 @@ pub fn write_json(path: Option<&PathBuf>, value: &impl serde::Serialize) -> Resu
 }
 
 /// Turns transparent huge pages off for this process (Linux), as the `percolator` binary does,
-/// so that the experiments measure the same allocator behaviour: mimalloc asks for huge pages,
-/// and the kernel zeroes a whole 2 MiB page at its first touch. A failure only leaves huge pages
-/// on.
+/// so that the experiments measure the same allocator behaviour (the kernel zeroes a whole
+/// 2 MiB page at its first touch). A failure only leaves huge pages on.
 pub fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);
