@@ -9,8 +9,8 @@
 //! entry it holds without releasing it, so every entry a range passes (but the last) keeps a
 //! reference count for good. A removed entry is freed only when its count reaches zero, so each
 //! removed entry that any walk ever passed stays allocated, key and value included. Under the
-//! serve load test (`cargo xtask bench --serve-load`) the notify cells alone grew by about
-//! 130 MB in six minutes. Upstream fixed it (crossbeam-rs/crossbeam#1217) after the last
+//! serve load test (`cargo xtask bench --serve-load`) the notify cells alone held about
+//! 130 MB after six minutes. Upstream fixed it (crossbeam-rs/crossbeam#1217) after the last
 //! release.
 //!
 //! [`range`] walks with [`SkipMap::lower_bound`] and [`Entry::next`] instead: every entry it
