@@ -40,6 +40,19 @@ where
     }
 }
 
+/// The bounds of a [`key_range`].
+pub type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// [`range`] over a map keyed by byte strings, between two byte-string bounds: the walks of the
+/// embedded backends' key-ordered indexes.
+pub fn key_range<'a, V>(
+    map: &'a SkipMap<Vec<u8>, V>,
+    lower: Bound<&'a [u8]>,
+    upper: Bound<&'a [u8]>,
+) -> Range<'a, Vec<u8>, V, [u8], KeyBounds<'a>> {
+    range(map, (lower, upper))
+}
+
 /// The iterator [`range`] returns.
 pub struct Range<'a, K, V, Q: ?Sized, R> {
     map: &'a SkipMap<K, V>,
@@ -137,6 +150,18 @@ mod tests {
         );
         assert_eq!(keys(&map, 10..), Vec::<u32>::new());
         assert_eq!(keys(&map, 6..6), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn key_range_walks_byte_keys_between_byte_bounds() {
+        let map = SkipMap::new();
+        for key in [&b"a"[..], b"ab", b"b", b"ba", b"c"] {
+            map.insert(key.to_vec(), ());
+        }
+        let keys: Vec<Vec<u8>> = key_range(&map, Bound::Included(b"ab"), Bound::Excluded(b"c"))
+            .map(|e| e.key().clone())
+            .collect();
+        assert_eq!(keys, [b"ab".to_vec(), b"b".to_vec(), b"ba".to_vec()]);
     }
 
     #[test]

@@ -75,7 +75,7 @@ impl LockMirror {
 
     /// Whether any live key lies in `lo..=hi`.
     pub(crate) fn any_in(&self, lo: &[u8], hi: &[u8]) -> bool {
-        skip_range::range::<_, _, [u8], _>(&self.keys, (Bound::Included(lo), Bound::Included(hi)))
+        skip_range::key_range(&self.keys, Bound::Included(lo), Bound::Included(hi))
             .next()
             .is_some()
     }
@@ -89,7 +89,7 @@ impl LockMirror {
 
     /// Every live key in `lo..=hi`, in order.
     pub(crate) fn keys_in(&self, lo: &[u8], hi: &[u8]) -> Vec<Vec<u8>> {
-        skip_range::range::<_, _, [u8], _>(&self.keys, (Bound::Included(lo), Bound::Included(hi)))
+        skip_range::key_range(&self.keys, Bound::Included(lo), Bound::Included(hi))
             .map(|entry| entry.key().clone())
             .collect()
     }
@@ -115,9 +115,10 @@ impl LockMirror {
                 for column in &list {
                     let prefix = key::column_prefix(table, row, column);
                     let (lo, hi) = version_bounds(&prefix, read.ts);
-                    let range = skip_range::range::<_, _, [u8], _>(
+                    let range = skip_range::key_range(
                         &self.keys,
-                        (Bound::Included(&lo[..]), Bound::Included(&hi[..])),
+                        Bound::Included(&lo[..]),
+                        Bound::Included(&hi[..]),
                     );
                     for entry in range.take(limit) {
                         let k = entry.key();
@@ -133,9 +134,10 @@ impl LockMirror {
             Columns::All => {
                 let row_prefix = key::row_prefix(table, row);
                 let end = prefix_end(&row_prefix);
-                let range = skip_range::range::<_, _, [u8], _>(
+                let range = skip_range::key_range(
                     &self.keys,
-                    (Bound::Included(&row_prefix[..]), Bound::Excluded(&end[..])),
+                    Bound::Included(&row_prefix[..]),
+                    Bound::Excluded(&end[..]),
                 );
                 let mut taken: Option<(Bytes, usize)> = None;
                 for entry in range {

@@ -208,9 +208,10 @@ impl NotifyCells {
     /// The absorbed versions of the cells in `[from, to]` (inclusive: callers pass key bounds),
     /// with their cells, in key order.
     pub(crate) fn absorbed_in(&self, from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
-        self.absorbed_of(skip_range::range::<_, _, [u8], _>(
+        self.absorbed_of(skip_range::key_range(
             &self.cells,
-            (Bound::Included(from), Bound::Included(to)),
+            Bound::Included(from),
+            Bound::Included(to),
         ))
     }
 
@@ -218,11 +219,8 @@ impl NotifyCells {
     /// order.
     pub(crate) fn absorbed_in_row(&self, row_prefix: &[u8]) -> Vec<(Vec<u8>, Absorbed)> {
         self.absorbed_of(
-            skip_range::range::<_, _, [u8], _>(
-                &self.cells,
-                (Bound::Included(row_prefix), Bound::Unbounded),
-            )
-            .take_while(|entry| entry.key().starts_with(row_prefix)),
+            skip_range::key_range(&self.cells, Bound::Included(row_prefix), Bound::Unbounded)
+                .take_while(|entry| entry.key().starts_with(row_prefix)),
         )
     }
 
@@ -252,18 +250,16 @@ impl NotifyCells {
         to: &'a [u8],
     ) -> impl Iterator<Item = Vec<u8>> + 'a {
         let mut last: Option<Vec<u8>> = None;
-        skip_range::range::<_, _, [u8], _>(
-            &self.cells,
-            (Bound::Included(from), Bound::Excluded(to)),
+        skip_range::key_range(&self.cells, Bound::Included(from), Bound::Excluded(to)).filter_map(
+            move |entry| {
+                let row = entry.key().get(..entry.value().row_len)?;
+                if last.as_deref() == Some(row) {
+                    return None;
+                }
+                last = Some(row.to_vec());
+                last.clone()
+            },
         )
-        .filter_map(move |entry| {
-            let row = entry.key().get(..entry.value().row_len)?;
-            if last.as_deref() == Some(row) {
-                return None;
-            }
-            last = Some(row.to_vec());
-            last.clone()
-        })
     }
 
     /// How many cells are in the map.
