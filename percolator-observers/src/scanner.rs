@@ -242,6 +242,13 @@ async fn start_run<S: RowStore>(
     table: &Bytes,
     row: NotifyRow,
 ) -> Dispatch {
+    let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
+        bump(&shared.metrics.busy_rows, 1);
+        return Dispatch::InFlight;
+    };
+    // Checked under the row lock: a run records its failure (and so the pause) before it lets
+    // the lock go, so a check made before taking the lock could miss the pause of a run that
+    // ended in between, and retry at once.
     if shared
         .failures
         .backing_off(table, &row.row, std::time::Instant::now())
@@ -249,10 +256,6 @@ async fn start_run<S: RowStore>(
         bump(&shared.metrics.backed_off, 1);
         return Dispatch::Skipped;
     }
-    let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
-        bump(&shared.metrics.busy_rows, 1);
-        return Dispatch::InFlight;
-    };
     let permit = tokio::select! {
         permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
             Ok(p) => p,
