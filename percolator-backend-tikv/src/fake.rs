@@ -203,25 +203,39 @@ impl KvTxn for FakeTxn {
         if start >= end {
             return Ok(Vec::new());
         }
-        let mut view: BTreeMap<Vec<u8>, Vec<u8>> = {
-            let state = self.kv.state.lock();
-            state
-                .data
-                .range(start.clone()..end.clone())
-                .filter_map(|(k, _)| state.read(k, self.start_ts).map(|v| (k.clone(), v)))
-                .collect()
-        };
-        for (k, v) in self.writes.range(start..end) {
-            match v {
-                Some(v) => {
-                    view.insert(k.clone(), v.clone());
+        // The snapshot's pairs merged with this transaction's own writes, in key order, read
+        // only up to `limit`: like TiKV, a page costs its size (plus the deletions it steps
+        // over), not the whole range. (Collecting the range first made every read of one
+        // version cost all the versions of its column.)
+        let limit = limit as usize;
+        let state = self.kv.state.lock();
+        let mut stored = state
+            .data
+            .range(start.clone()..end.clone())
+            .filter_map(|(k, _)| state.read(k, self.start_ts).map(|v| (k, v)))
+            .peekable();
+        let mut own = self.writes.range(start..end).peekable();
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let order = match (stored.peek(), own.peek()) {
+                (None, None) => break,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some((stored_key, _)), Some((own_key, _))) => (*own_key).cmp(*stored_key),
+            };
+            if order == std::cmp::Ordering::Equal {
+                stored.next(); // overwritten (or deleted) by this transaction
+            }
+            let take_own = order != std::cmp::Ordering::Greater;
+            if take_own {
+                if let Some((k, Some(v))) = own.next() {
+                    out.push((k.clone(), v.clone()));
                 }
-                None => {
-                    view.remove(k);
-                }
+            } else if let Some((k, v)) = stored.next() {
+                out.push((k.clone(), v));
             }
         }
-        Ok(view.into_iter().take(limit as usize).collect())
+        Ok(out)
     }
 
     async fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), KvError> {

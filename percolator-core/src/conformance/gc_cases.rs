@@ -161,6 +161,9 @@ pub async fn collects_history_below_the_safe_point<F: StoreFactory>(factory: &F)
 pub async fn readers_and_writers_interleaved_with_gc<F: StoreFactory>(factory: &F) {
     const ACCOUNTS_N: usize = 20;
     const INITIAL: i64 = 100;
+    // Each writer's transfers: every GC pass reads the whole store (the history rows stay), so
+    // an unbounded writer on a fast store makes each pass longer than the last.
+    const TRANSFERS_PER_WRITER: u64 = 600;
     let store = factory.open().await;
     // Short leases: every client republishes its oldest snapshot every 100 ms.
     let config = fast_config().with_worker_lease(Duration::from_millis(300));
@@ -178,6 +181,10 @@ pub async fn readers_and_writers_interleaved_with_gc<F: StoreFactory>(factory: &
         tasks.push(tokio::spawn(async move {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                if i >= TRANSFERS_PER_WRITER {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
                 let from = ((w * 7 + i) % ACCOUNTS_N as u64) as usize;
                 let to = (from + 1 + (i % 5) as usize) % ACCOUNTS_N;
                 let id = format!("w{w}-{i}");
@@ -186,6 +193,9 @@ pub async fn readers_and_writers_interleaved_with_gc<F: StoreFactory>(factory: &
                     .unwrap();
                 transfers.fetch_add(1, Ordering::Relaxed);
                 i += 1;
+                // Paced, so that GC interleaves with the writes instead of chasing a store
+                // that grows as fast as the fastest backend can write.
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }));
     }
