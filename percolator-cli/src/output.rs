@@ -327,10 +327,31 @@ pub(crate) fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
                     s.notifications_processed as f64 / elapsed.as_secs_f64().max(1e-9)
                 ),
             ),
-            ("already acknowledged", s.already_acknowledged.to_string()),
+            ("worker", format!("{:016x}", s.worker)),
+            (
+                "scan group (membership changes)",
+                format!("{} workers ({})", s.group_members, s.group_changes),
+            ),
+            ("rows left to the group", s.left_to_others.to_string()),
+            (
+                "already acknowledged",
+                format!(
+                    "{} ({:.1}% of runs)",
+                    s.already_acknowledged,
+                    100.0 * s.already_acknowledged_share()
+                ),
+            ),
             ("collapsed", s.collapsed.to_string()),
             ("collapse ratio", format!("{:.2}", s.collapse_ratio())),
             ("conflicts (re-run)", s.conflicts.to_string()),
+            (
+                "conflicts per processed notification",
+                format!("{:.3}", s.conflicts_per_processed()),
+            ),
+            (
+                "live workers' locks rolled forward",
+                s.live_lock_roll_forwards.to_string(),
+            ),
             ("failed runs", s.failures.to_string()),
             ("lock resolutions", s.lock_resolutions.to_string()),
             (

@@ -1,5 +1,5 @@
-//! The runtime's background duties besides scanning: garbage collection on a schedule and the
-//! sweep of dead workers' leases and locks. Each runs until the runtime stops; a failed pass is
+//! The runtime's background duties besides scanning: garbage collection on a schedule, the
+//! sweep of dead workers' leases and locks, and the refresh of the scan group's members. Each runs until the runtime stops; a failed pass is
 //! logged and tried again, since neither is ever needed for correctness.
 
 use std::sync::Arc;
@@ -88,6 +88,34 @@ pub(crate) async fn dead_worker_loop<S: RowStore>(shared: Arc<Shared<S>>, interv
         tokio::select! {
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// Re-reads the scan group's live members every `every` (see `partition`). A failed read keeps
+/// the view it had: at worst two workers run a row both, or leave it until the next read.
+pub(crate) async fn partition_loop<S: RowStore>(shared: Arc<Shared<S>>, every: Duration) {
+    let Some(partition) = shared.partition.as_ref() else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        match shared.client.scan_group_members(partition.group()).await {
+            Ok(members) => {
+                let before = partition.members();
+                partition.update(members);
+                if partition.members() != before {
+                    tracing::info!(
+                        members = partition.members(),
+                        before,
+                        "scan group changed; rows are divided anew"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the scan group's members"),
         }
     }
 }

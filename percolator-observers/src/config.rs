@@ -23,6 +23,7 @@ use percolator_core::GcConfig;
 ///     .with_park_after_failures(3)
 ///     .with_max_self_triggers(4)
 ///     .with_dead_worker_sweep(Some(Duration::from_secs(5)))
+///     .with_partition_refresh(Some(Duration::from_millis(500)))
 ///     .with_stages(["documents", "clusters"]) // upstream first
 ///     .with_gc(Some(GcSchedule::new(Duration::from_secs(600), GcConfig::default())));
 /// assert_eq!((config.scanners, config.max_concurrent_runs), (2, 8));
@@ -72,6 +73,13 @@ pub struct RuntimeConfig {
     /// the scanners from the stages after it; observers with a batch delay still run on their
     /// timers.
     pub stages: Vec<Bytes>,
+    /// Partitioned scanning: how often the worker re-reads which workers of its scan group
+    /// (those running the same observers on the store) are live, to divide the dirty rows
+    /// among them (see `partition`). A dead worker's rows are taken over within half its lease
+    /// plus this; a worker joining a group waits twice this before it scans. One read of the
+    /// store's small workers table each time. `None`: this worker runs every dirty row it finds,
+    /// as if it were alone, and collides with any other worker of the store.
+    pub partition_refresh: Option<Duration>,
 }
 
 /// When and how a runtime collects garbage in the background.
@@ -147,6 +155,7 @@ impl Default for RuntimeConfig {
             max_self_triggers: 16,
             dead_worker_sweep: Some(Duration::from_secs(2)),
             stages: Vec::new(),
+            partition_refresh: Some(Duration::from_millis(250)),
         }
     }
 }
@@ -163,6 +172,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn with_stages<T: Into<Bytes>>(mut self, tables: impl IntoIterator<Item = T>) -> Self {
         self.stages = tables.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`Self::partition_refresh`].
+    #[must_use]
+    pub fn with_partition_refresh(mut self, every: Option<Duration>) -> Self {
+        self.partition_refresh = every;
         self
     }
 

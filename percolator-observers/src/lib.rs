@@ -6,8 +6,9 @@
 //! - the worker [`Runtime`]: scanners over the notify family with random starts and teleporting,
 //!   an advisory row lock service, bounded observer concurrency, batching for observers that
 //!   ask for it ([`Observer::batch_delay`]: a timer starts the run, and a small scanner of their
-//!   table arms it), worker liveness, graceful shutdown, [`Runtime::wait_idle`], and
-//!   [`RuntimeStats`];
+//!   table arms it), worker liveness, partitioned scanning (worker processes running the same
+//!   observers on one store divide the dirty rows among the live ones), graceful shutdown,
+//!   [`Runtime::wait_idle`], and [`RuntimeStats`] with the counters of wasted work;
 //! - `conformance` (feature `conformance`): the observer layer of the conformance suite.
 //!
 //! It is a framework only: no backend, no CLI and no application. The paper's web-indexing
@@ -82,6 +83,7 @@ mod failures;
 mod metrics;
 mod observer;
 pub mod parking;
+mod partition;
 mod pending;
 mod process;
 mod row_locks;

@@ -36,6 +36,7 @@ pub struct ObserverMetrics {
     pub(crate) batch_reruns: AtomicU64,
     pub(crate) deferred: AtomicU64,
     pub(crate) self_trigger_stops: AtomicU64,
+    pub(crate) left_to_others: AtomicU64,
     pub(crate) latency: Histogram,
 }
 
@@ -175,6 +176,19 @@ pub struct RuntimeStats {
     pub dead_leases_ended: u64,
     /// Locks of dead workers (or past their TTL) this worker's sweep resolved.
     pub abandoned_locks_resolved: u64,
+    /// This worker's id (its client's, written into its locks).
+    pub worker: u64,
+    /// Workers of this worker's scan group that share the dirty rows, itself included (1:
+    /// alone, or partitioned scanning off).
+    pub group_members: u64,
+    /// Times the scan group's membership changed (a worker joined, left or died).
+    pub group_changes: u64,
+    /// Dirty rows passed over because another worker of the scan group owns them.
+    pub left_to_others: u64,
+    /// Locks of another live worker's transaction this worker rolled forward: it met that
+    /// worker's commit half done, on a row both were working on. Waste, like conflicts and
+    /// runs that found their change already acknowledged.
+    pub live_lock_roll_forwards: u64,
 }
 
 impl RuntimeStats {
@@ -191,11 +205,54 @@ impl RuntimeStats {
     /// assert_eq!(RuntimeStats::default().collapse_ratio(), 0.0);
     /// ```
     pub fn collapse_ratio(&self) -> f64 {
-        if self.notifications_processed == 0 {
-            return 0.0;
-        }
-        (self.notifications_processed + self.collapsed) as f64 / self.notifications_processed as f64
+        ratio(
+            self.notifications_processed + self.collapsed,
+            self.notifications_processed,
+        )
     }
+
+    /// Conflicts (re-runs) per processed notification: work done twice. Workers that collide
+    /// on the same rows drive it up.
+    ///
+    /// ```
+    /// # use percolator_observers::RuntimeStats;
+    /// let stats = RuntimeStats {
+    ///     notifications_processed: 200,
+    ///     conflicts: 5,
+    ///     ..RuntimeStats::default()
+    /// };
+    /// assert_eq!(stats.conflicts_per_processed(), 0.025);
+    /// ```
+    pub fn conflicts_per_processed(&self) -> f64 {
+        ratio(self.conflicts, self.notifications_processed)
+    }
+
+    /// Share of runs that found their change already acknowledged (by another worker, or by
+    /// an earlier run whose cleanup was lost): runs that did nothing.
+    ///
+    /// ```
+    /// # use percolator_observers::RuntimeStats;
+    /// let stats = RuntimeStats {
+    ///     notifications_processed: 90,
+    ///     already_acknowledged: 10,
+    ///     ..RuntimeStats::default()
+    /// };
+    /// assert_eq!(stats.already_acknowledged_share(), 0.1);
+    /// ```
+    pub fn already_acknowledged_share(&self) -> f64 {
+        ratio(
+            self.already_acknowledged,
+            self.notifications_processed + self.already_acknowledged,
+        )
+    }
+}
+
+/// `part / whole`, 0 when `whole` is.
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        return 0.0;
+    }
+    part as f64 / whole as f64
 }
 
 impl ObserverMetrics {
@@ -232,6 +289,12 @@ impl ObserverMetrics {
             self_trigger_stops: load(&self.self_trigger_stops),
             dead_leases_ended: load(&self.dead_leases_ended),
             abandoned_locks_resolved: load(&self.abandoned_locks_resolved),
+            // The runtime fills in the worker and its group.
+            worker: 0,
+            group_members: 1,
+            group_changes: 0,
+            left_to_others: load(&self.left_to_others),
+            live_lock_roll_forwards: txn.locks_rolled_forward_of_live,
         }
     }
 }

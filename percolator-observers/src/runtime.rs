@@ -29,6 +29,7 @@ use crate::error::RuntimeError;
 use crate::failures::RowFailures;
 use crate::metrics::{ObserverMetrics, ObserverRuns, PerObserver, RuntimeStats};
 use crate::observer::Observers;
+use crate::partition::Partition;
 use crate::pending::{any_pending_on, pending_on};
 use crate::row_locks::RowLocks;
 
@@ -67,6 +68,21 @@ pub(crate) struct Shared<S: RowStore> {
     /// The tables with a batching observer, each with its shortest delay
     /// ([`crate::Observers::batching_tables`], computed once).
     pub(crate) batching: Vec<(Bytes, Duration)>,
+    /// This worker's share of its scan group's rows (`None`: partitioned scanning is off).
+    pub(crate) partition: Option<Partition>,
+}
+
+impl<S: RowStore> Shared<S> {
+    /// The counters now, with this worker's place in its scan group.
+    pub(crate) fn stats(&self, pending: Option<u64>) -> RuntimeStats {
+        let mut stats = self.metrics.snapshot(self.client.metrics(), pending);
+        stats.worker = self.client.worker_id();
+        (stats.group_members, stats.group_changes) = match &self.partition {
+            Some(p) => (p.members() as u64, p.changes()),
+            None => (1, 0),
+        };
+        stats
+    }
 }
 
 /// A running worker: scanners plus observer runs, until [`Runtime::shutdown`].
@@ -180,9 +196,37 @@ impl<S: RowStore> Runtime<S> {
         config: RuntimeConfig,
     ) -> Result<Self> {
         let client = client.build().await?;
-        client
-            .register_observers(&observers.registrations())
-            .await?;
+        let registrations = observers.registrations();
+        client.register_observers(&registrations).await?;
+        // Workers running the same observers share their rows. A worker that finds others in
+        // its group waits two refreshes before it scans, so that every member has read the
+        // group with it in: until then they run its share, and after it none of them does.
+        // (Without the wait, a member still on the old view runs the newcomer's rows too.)
+        let partition = match config.partition_refresh {
+            Some(every) if !registrations.is_empty() => {
+                let group = crate::partition::group_of(
+                    registrations
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.observer.clone().unwrap_or_default(),
+                                r.column.table.to_vec(),
+                                r.column.column.to_vec(),
+                            )
+                        })
+                        .collect(),
+                );
+                client.join_scan_group(group).await?;
+                let partition = Partition::alone(client.worker_id(), group);
+                partition.update(client.scan_group_members(group).await?);
+                if partition.members() > 1 {
+                    tokio::time::sleep(every.saturating_mul(2)).await;
+                    partition.update(client.scan_group_members(group).await?);
+                }
+                Some(partition)
+            }
+            _ => None,
+        };
         let scanners = config.scanners.max(1);
         let failures = RowFailures::new(config.failure_backoff, config.failure_backoff_max);
         let names = observers.names();
@@ -204,6 +248,7 @@ impl<S: RowStore> Runtime<S> {
             lock_sweep_owed: AtomicBool::new(sweeps),
             lingering: Mutex::new(HashSet::new()),
             batching,
+            partition,
         });
         let mut handles: Vec<JoinHandle<()>> = if shared.tables.is_empty() {
             Vec::new()
@@ -221,6 +266,14 @@ impl<S: RowStore> Runtime<S> {
         }
         if let Some(schedule) = shared.config.gc.clone() {
             handles.push(tokio::spawn(gc_loop(Arc::clone(&shared), schedule)));
+        }
+        if let Some(every) = shared.config.partition_refresh
+            && shared.partition.is_some()
+        {
+            handles.push(tokio::spawn(crate::background::partition_loop(
+                Arc::clone(&shared),
+                every,
+            )));
         }
         if let Some(interval) = shared.config.dead_worker_sweep {
             handles.push(tokio::spawn(dead_worker_loop(
@@ -329,9 +382,7 @@ impl<S: RowStore> Runtime<S> {
     /// # Ok(()) }
     /// ```
     pub fn stats(&self) -> RuntimeStats {
-        self.shared
-            .metrics
-            .snapshot(self.shared.client.metrics(), None)
+        self.shared.stats(None)
     }
 
     /// Committed runs and their time, per observer.
@@ -428,10 +479,7 @@ impl<S: RowStore> Runtime<S> {
     /// ```
     pub async fn stats_with_pending(&self) -> Result<RuntimeStats> {
         let pending = self.pending().await?;
-        Ok(self
-            .shared
-            .metrics
-            .snapshot(self.shared.client.metrics(), Some(pending)))
+        Ok(self.shared.stats(Some(pending)))
     }
 
     /// Pending notify versions on columns this worker observes (a scan of the notify family of

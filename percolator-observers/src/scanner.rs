@@ -8,6 +8,9 @@
 //! seen before. A sweep of every table that dispatched nothing puts the scanner to sleep, for a
 //! pause that doubles up to `idle_sleep_max`.
 //!
+//! A row that another worker of the scan group owns (`partition`) is passed over like a row
+//! without observers: the pass goes on as if it were not there.
+//!
 //! With [`crate::RuntimeConfig::stages`] the scanners start in the first stage instead, and
 //! go back to it after every pass over a table that started a run or met one of the worker's
 //! runs; a pass that began mid-table wraps to the table's start before the scanner moves on.
@@ -225,6 +228,12 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
     let versions: u64 = row.columns.iter().map(|(_, v)| v.len() as u64).sum();
     if unobserved == versions {
         return Dispatch::Skipped; // nothing this worker observes
+    }
+    if let Some(partition) = &shared.partition
+        && !partition.owns(table, &row.row)
+    {
+        bump(&shared.metrics.left_to_others, 1);
+        return Dispatch::Skipped; // another worker of the scan group runs it
     }
     let delay = batch_delay(shared, table, &row);
     if !delay.is_zero() {

@@ -123,6 +123,42 @@ pub(crate) fn render<S: RowStore>(
         "Observer transactions re-run after a conflict.",
         &[("", stats.conflicts as f64)],
     );
+    let worker = format!("{{worker=\"{:016x}\"}}", stats.worker);
+    metric(
+        &mut out,
+        "percolator_scan_group_members",
+        "gauge",
+        "Workers of this worker's scan group that share the dirty rows, itself included.",
+        &[(&worker, stats.group_members as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_rows_left_to_group_total",
+        "counter",
+        "Dirty rows this worker passed over because another worker of its scan group owns them.",
+        &[(&worker, stats.left_to_others as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_already_acknowledged_total",
+        "counter",
+        "Observer runs that found their change already acknowledged (did nothing).",
+        &[(&worker, stats.already_acknowledged as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_observer_conflicts_per_processed",
+        "gauge",
+        "Conflicts (re-runs) per processed notification since start.",
+        &[(&worker, stats.conflicts_per_processed())],
+    );
+    metric(
+        &mut out,
+        "percolator_live_lock_roll_forwards_total",
+        "counter",
+        "Locks of another live worker's transaction this worker rolled forward (two workers on one row).",
+        &[(&worker, stats.live_lock_roll_forwards as f64)],
+    );
     metric(
         &mut out,
         "percolator_dead_worker_locks_resolved_total",

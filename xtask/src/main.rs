@@ -13,7 +13,8 @@
 //!   conformance suite on every backend, every other test, doc tests; ends with one
 //!   `ci: N passed, N failed, N skipped` line.
 //! - `cargo xtask bench [--backend NAME|all] [--quick] [--freshness [--docs N] [--hour-secs S]
-//!   [--rates R]] [--figure10] [--scale [--docs N]] [--dev-build]`: the benchmarks; tables on
+//!   [--rates R]] [--figure10] [--scale [--docs N]] [--workers 1,2,3 --backend etcd]
+//!   [--dev-build]`: the benchmarks; tables on
 //!   stdout, JSON and SVG plots under `target/bench/`. `cargo xtask bench --report` writes
 //!   `docs/benchmarks.md` and README's results table from that JSON.
 //!
@@ -78,6 +79,11 @@ enum Cmd {
         /// 300 pages, 8 searchers, 20 s).
         #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale"])]
         serve_load: bool,
+        /// Only worker scaling: the same crawl indexed by this many worker processes (comma
+        /// separated, e.g. `1,2,3`) on a 3-member etcd, dividing the rows and, for comparison,
+        /// each running all (needs `--backend etcd`).
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["freshness", "figure10", "scale", "serve_load"])]
+        workers: Option<Vec<usize>>,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
         /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
@@ -101,7 +107,7 @@ enum Cmd {
         pd: Option<String>,
         /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
         /// reports already in `target/bench/` (full runs of the dist profile only).
-        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "dev_build"])]
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "dev_build"])]
         report: bool,
     },
 }
@@ -117,6 +123,7 @@ fn main() -> ExitCode {
             figure10,
             scale,
             serve_load,
+            workers,
             docs,
             hour_secs,
             rates,
@@ -126,6 +133,8 @@ fn main() -> ExitCode {
         } => {
             let only = if serve_load {
                 bench::Only::ServeLoad
+            } else if let Some(counts) = workers {
+                bench::Only::Workers(counts)
             } else if freshness {
                 bench::Only::Freshness(bench::FreshnessSize {
                     docs,

@@ -9,8 +9,8 @@ use percolator_core::{Client, DynStore, TimestampOracle};
 use percolator_etcd_cluster::{ClusterConfig, LocalCluster};
 use percolator_oracle::{RemoteOracle, RemoteOracleConfig};
 use percolator_registry::{OpenOptions, StoreSpec};
+use percolator_webindex as webindex;
 use percolator_webindex::synthetic::SyntheticCrawl;
-use percolator_webindex::{self as webindex, schema};
 
 use super::loader::{self, Loader};
 use super::process::Process;
@@ -88,13 +88,7 @@ pub async fn run(
 
     say("checking");
     let acks = loader::check_acks(&client, &crawl, &record).await?;
-    // The full check: the invariants and the audit of strong observer runs (invariant 9).
-    let check = webindex::check(&client).await?;
-    let (mut pending, mut locks) = (0, 0);
-    for table in schema::TABLES {
-        pending += client.pending_notifications(table).await?;
-        locks += client.locks(table).await?.len();
-    }
+    let checks = super::index_checks(&client).await?;
     client.shutdown().await?;
     experiment.stop().await;
     let oracle_events = super::oracle_events(&experiment.oracles, experiment.origin);
@@ -137,17 +131,12 @@ pub async fn run(
         locks_rolled_forward: rolled_forward,
         drain_secs,
         acks,
-        violations: check.violations.iter().map(ToString::to_string).collect(),
-        strong_runs: check.observer_runs,
-        strong_changes: check.observed_changes,
-        doubled: check
-            .violations
-            .iter()
-            .filter(|v| v.invariant == 9)
-            .flat_map(|v| v.rows.clone())
-            .collect(),
-        pending,
-        locks,
+        violations: checks.violations,
+        strong_runs: checks.strong_runs,
+        strong_changes: checks.strong_changes,
+        doubled: checks.doubled,
+        pending: checks.pending,
+        locks: checks.locks,
         oracle_events,
     })
 }

@@ -13,6 +13,12 @@
 //! a client of this process was left by an earlier process, so it is dead whatever its lease
 //! says. [`is_worker_of_this_process`] tells them apart, and the dead-worker sweep
 //! ([`crate::gc::dead_workers`]) ends such leases at once instead of waiting them out.
+//!
+//! A worker that scans notifications also names its **scan group** in its lease row
+//! ([`crate::Client::join_scan_group`]): the workers of one group (those running the same
+//! observers) read each other's leases to divide the notify space among the live ones
+//! (`percolator-observers`). The membership lives and dies with the lease, so a crashed worker
+//! leaves its group when its renewals stop.
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock};
@@ -29,6 +35,8 @@ use crate::tables::WORKERS_TABLE;
 const LEASE_COLUMN: &[u8] = b"lease_until_ms";
 /// The oldest start timestamp the worker still has in use (see [`crate::gc`]).
 const OLDEST_COLUMN: &[u8] = b"oldest_start_ts";
+/// The worker's scan group and lease length ([`ScanGroup`]).
+const SCAN_GROUP_COLUMN: &[u8] = b"scan_group";
 
 /// Worker ids of the clients built in this process that are not yet dropped or shut down.
 static PROCESS_WORKERS: LazyLock<parking_lot::Mutex<HashSet<u64>>> =
@@ -60,6 +68,49 @@ pub struct WorkerLease {
     /// The oldest start timestamp the worker had in use when it last renewed (`None`: written
     /// by a version that did not publish it; garbage collection then assumes 0).
     pub oldest_start_ts: Option<u64>,
+    /// The scan group the worker scans notifications for, if it does.
+    pub scan_group: Option<ScanGroup>,
+}
+
+/// A worker's membership of a scan group, as its lease row carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanGroup {
+    /// The group: workers with the same one run the same observers and share their work.
+    pub group: u64,
+    /// The worker's lease length in ms: it renews every quarter of it, so a lease with less
+    /// than half of it left has missed a renewal.
+    pub lease_ms: u64,
+}
+
+impl ScanGroup {
+    /// Whether the worker holding `lease` renews on time at oracle time `now_ms`: no more than
+    /// one renewal missed (a worker that stopped renewing drops out after half its lease,
+    /// before the lease itself runs out).
+    pub fn renewing(&self, lease: &WorkerLease, now_ms: u64) -> bool {
+        lease.until_ms > now_ms.saturating_add(self.lease_ms / 2)
+    }
+
+    fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(16);
+        out.extend_from_slice(&self.group.to_be_bytes());
+        out.extend_from_slice(&self.lease_ms.to_be_bytes());
+        Bytes::from(out)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() != 16 {
+            return Err(Error::Corrupt(format!(
+                "worker scan group is {} bytes, expected 16",
+                bytes.len()
+            )));
+        }
+        let (group, lease_ms) = bytes.split_at(8);
+        Ok(Self {
+            group: u64_of(group, "scan group")?,
+            lease_ms: u64_of(lease_ms, "scan group lease")?,
+        })
+    }
 }
 
 /// Answers whether the worker that owns a lock is still running.
@@ -82,14 +133,15 @@ impl<S: RowStore> StoreLiveness<S> {
     }
 
     /// Writes (or refreshes) `worker`'s lease to end `lease` from now in oracle time (`clock`),
-    /// publishing `oldest_start_ts`, the oldest start timestamp it still has in use. Returns
-    /// the deadline written.
+    /// publishing `oldest_start_ts`, the oldest start timestamp it still has in use, and the
+    /// scan group it scans for, if any. Returns the deadline written.
     pub async fn register(
         &self,
         worker: u64,
         clock: &OracleClock,
         lease: Duration,
         oldest_start_ts: u64,
+        scan_group: Option<u64>,
     ) -> Result<u64> {
         let until = clock
             .now_ms()
@@ -100,15 +152,25 @@ impl<S: RowStore> StoreLiveness<S> {
             ts: 0,
             value: Bytes::copy_from_slice(&value.to_be_bytes()),
         };
+        let mut mutations = vec![
+            put(LEASE_COLUMN, until),
+            put(OLDEST_COLUMN, oldest_start_ts),
+        ];
+        if let Some(group) = scan_group {
+            let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+            mutations.push(Mutation::Put {
+                family: Family::Data,
+                column: Bytes::from_static(SCAN_GROUP_COLUMN),
+                ts: 0,
+                value: ScanGroup { group, lease_ms }.encode(),
+            });
+        }
         self.store
             .mutate_rows(vec![RowMutation {
                 table: Bytes::from_static(WORKERS_TABLE),
                 row: Bytes::copy_from_slice(&worker.to_be_bytes()),
                 conditions: vec![],
-                mutations: vec![
-                    put(LEASE_COLUMN, until),
-                    put(OLDEST_COLUMN, oldest_start_ts),
-                ],
+                mutations,
             }])
             .await?;
         Ok(until)
@@ -135,6 +197,7 @@ impl<S: RowStore> StoreLiveness<S> {
                 worker,
                 until_ms: 0,
                 oldest_start_ts: None,
+                scan_group: None,
             };
             for cell in &row.cells {
                 match cell.column.as_ref() {
@@ -142,6 +205,7 @@ impl<S: RowStore> StoreLiveness<S> {
                     OLDEST_COLUMN => {
                         lease.oldest_start_ts = Some(u64_of(&cell.value, "oldest start ts")?);
                     }
+                    SCAN_GROUP_COLUMN => lease.scan_group = Some(ScanGroup::decode(&cell.value)?),
                     _ => {}
                 }
             }
@@ -188,7 +252,7 @@ impl<S: RowStore> StoreLiveness<S> {
 
 /// Deletes a lease row's cells.
 fn lease_deletes() -> Vec<Mutation> {
-    [LEASE_COLUMN, OLDEST_COLUMN]
+    [LEASE_COLUMN, OLDEST_COLUMN, SCAN_GROUP_COLUMN]
         .into_iter()
         .map(|column| Mutation::Delete {
             family: Family::Data,

@@ -280,6 +280,7 @@ impl<S: RowStore> ClientBuilder<S> {
             renewals: AtomicU64::new(0),
             late: AtomicU64::new(0),
             renewing: tokio::sync::Mutex::new(()),
+            scan_group: AtomicU64::new(0),
         };
         crate::liveness::note_process_worker(worker_id);
         if let Err(e) = renewal.renew().await {
@@ -594,6 +595,72 @@ impl<S: RowStore> Client<S> {
             Some(renewal) => renewal.renew().await,
             None => Ok(()),
         }
+    }
+
+    /// Announces, with this worker's lease, that it scans notifications for scan group `group`
+    /// (workers running the same observers), and renews the lease now so that the others see
+    /// it at once. The membership lasts as long as the lease: a worker that stops renewing
+    /// drops out of [`Self::scan_group_members`] after half a lease. `percolator-observers`
+    /// divides the notify space among a group's members with it; nothing in the protocol
+    /// depends on it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let store = Arc::new(MemStore::new());
+    /// let a = Client::open(Arc::clone(&store)).await?;
+    /// let b = Client::open(store).await?;
+    /// a.join_scan_group(7).await?;
+    /// b.join_scan_group(7).await?;
+    /// let mut both = vec![a.worker_id(), b.worker_id()];
+    /// both.sort_unstable();
+    /// assert_eq!(a.scan_group_members(7).await?, both);
+    /// b.shutdown().await?; // its lease, and with it its membership, is gone
+    /// assert_eq!(a.scan_group_members(7).await?, vec![a.worker_id()]);
+    /// # a.shutdown().await }
+    /// ```
+    pub async fn join_scan_group(&self, group: u64) -> Result<()> {
+        match &self.inner.renewal {
+            Some(renewal) => {
+                // 0 means "none" in the renewal; any other value is as good a name.
+                renewal.scan_group.store(group.max(1), Ordering::Relaxed);
+                renewal.renew().await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The workers of scan group `group` (see [`Self::join_scan_group`]) that renew their
+    /// leases on time, by id. This worker is among them while it belongs to the group, whatever
+    /// its stored lease says: it is running.
+    pub async fn scan_group_members(&self, group: u64) -> Result<Vec<u64>> {
+        let group = group.max(1);
+        let now = self.inner.clock.now_ms();
+        let mut members: Vec<u64> = StoreLiveness::new(Arc::clone(&self.inner.store))
+            .leases()
+            .await?
+            .into_iter()
+            .filter(|lease| {
+                lease
+                    .scan_group
+                    .is_some_and(|g| g.group == group && g.renewing(lease, now))
+            })
+            .map(|lease| lease.worker)
+            .collect();
+        let mine = self
+            .inner
+            .renewal
+            .as_ref()
+            .and_then(|r| r.scan_group())
+            .is_some_and(|g| g == group);
+        if mine && !members.contains(&self.inner.worker_id) {
+            members.push(self.inner.worker_id);
+        }
+        members.sort_unstable();
+        Ok(members)
     }
 
     /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this

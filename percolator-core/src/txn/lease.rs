@@ -42,9 +42,17 @@ pub(crate) struct LeaseRenewal<S: RowStore> {
     pub(crate) late: AtomicU64,
     /// Held by the one renewal that begins wait for after a lapse.
     pub(crate) renewing: tokio::sync::Mutex<()>,
+    /// The scan group the worker announces with its lease (0: none; see
+    /// [`crate::Client::join_scan_group`]).
+    pub(crate) scan_group: AtomicU64,
 }
 
 impl<S: RowStore> LeaseRenewal<S> {
+    /// The scan group the worker announces, if it joined one.
+    pub(crate) fn scan_group(&self) -> Option<u64> {
+        Some(self.scan_group.load(Ordering::Relaxed)).filter(|&g| g != 0)
+    }
+
     /// Renews the lease, publishing the oldest start timestamp in use, and reads the safe
     /// point. After a lapse, dooms every transaction that began before the renewal.
     pub(crate) async fn renew(&self) -> Result<()> {
@@ -57,7 +65,13 @@ impl<S: RowStore> LeaseRenewal<S> {
         let oldest = self.snapshots.oldest().unwrap_or(fresh).min(fresh);
         let until = self
             .registry
-            .register(self.worker_id, &self.clock, self.lease, oldest)
+            .register(
+                self.worker_id,
+                &self.clock,
+                self.lease,
+                oldest,
+                self.scan_group(),
+            )
             .await?;
         if lapsed {
             // A collector that read the leases while ours had run out started below this.

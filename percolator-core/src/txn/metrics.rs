@@ -12,6 +12,7 @@ pub struct TxnMetrics {
     aborts: AtomicU64,
     retries: AtomicU64,
     rolled_forward: AtomicU64,
+    rolled_forward_of_live: AtomicU64,
     rolled_back: AtomicU64,
     cleaned_up: AtomicU64,
     one_phase: AtomicU64,
@@ -33,6 +34,10 @@ pub struct TxnMetricsSnapshot {
     pub retries: u64,
     /// Locks of other transactions rolled forward.
     pub locks_rolled_forward: u64,
+    /// Of those, locks of another worker that was alive (its lock's TTL and its lease held):
+    /// this client met a running worker's commit half done. Among workers that share out the
+    /// rows they work on, a sign of two of them on the same rows.
+    pub locks_rolled_forward_of_live: u64,
     /// Transactions of others this client rolled back: their owner was dead, their lock's TTL
     /// had run out, or their primary was never locked (fenced). A live worker's transactions
     /// are never among them while its lease and heartbeat hold.
@@ -76,8 +81,11 @@ impl TxnMetrics {
     pub(crate) fn retried(&self) {
         Self::bump(&self.retries);
     }
-    pub(crate) fn rolled_forward(&self) {
+    pub(crate) fn rolled_forward(&self, owner_alive: bool) {
         Self::bump(&self.rolled_forward);
+        if owner_alive {
+            Self::bump(&self.rolled_forward_of_live);
+        }
     }
     pub(crate) fn rolled_back(&self) {
         Self::bump(&self.rolled_back);
@@ -109,6 +117,7 @@ impl TxnMetrics {
             aborts: self.aborts.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             locks_rolled_forward: self.rolled_forward.load(Ordering::Relaxed),
+            locks_rolled_forward_of_live: self.rolled_forward_of_live.load(Ordering::Relaxed),
             locks_rolled_back: self.rolled_back.load(Ordering::Relaxed),
             locks_cleaned_up: self.cleaned_up.load(Ordering::Relaxed),
             one_phase_commits: self.one_phase.load(Ordering::Relaxed),

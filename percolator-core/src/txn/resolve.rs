@@ -195,7 +195,11 @@ impl<S: RowStore> ClientInner<S> {
                 self.store
                     .mutate_rows(vec![layout::roll_forward(addr, start_ts, commit_ts, lock)])
                     .await?;
-                self.metrics.rolled_forward();
+                // Counted apart when another worker is still running (it was committing this
+                // very transaction): the sign of two workers on the same rows.
+                let owner_alive =
+                    lock.owner != self.worker_id && !self.may_clean(lock).await.unwrap_or(true);
+                self.metrics.rolled_forward(owner_alive);
                 Ok(true)
             }
             TxnStatus::RolledBack => {
@@ -528,6 +532,54 @@ mod tests {
             (metrics.locks_rolled_back, metrics.locks_cleaned_up),
             (0, 1)
         );
+    }
+
+    /// A secondary lock whose primary committed is rolled forward; it counts as a live
+    /// worker's only when its owner's TTL and lease both held.
+    #[tokio::test]
+    async fn roll_forward_of_a_live_owner_is_counted_apart() {
+        for (ttl_ms, alive, of_live) in [(60_000, true, 1), (60_000, false, 0), (5, true, 0)] {
+            let mut store = MockRowStore::new();
+            store.expect_read_row().times(1).returning(|_| {
+                Ok(status_answer(
+                    None,
+                    vec![(
+                        20,
+                        WriteRecord {
+                            kind: WriteKind::Put,
+                            start_ts: START,
+                        },
+                    )],
+                ))
+            });
+            store
+                .expect_mutate_rows()
+                .times(1)
+                .returning(|_| Ok(vec![MutationOutcome::Applied]));
+            let mut liveness = MockLiveness::new();
+            liveness
+                .expect_is_alive()
+                .with(mockall::predicate::eq(7), oracle_now())
+                .times(usize::from(ttl_ms > 5))
+                .returning(move |_, _| Ok(alive));
+            let inner = inner(store, liveness);
+            let secondary = CellAddr::new("t", "other-row", "c");
+            let held = if ttl_ms > 5 {
+                lock(NOW_MS, ttl_ms)
+            } else {
+                lock(1_000, ttl_ms) // long expired
+            };
+            assert!(inner.resolve_lock(&secondary, START, &held).await.unwrap());
+            let metrics = inner.metrics.snapshot();
+            assert_eq!(
+                (
+                    metrics.locks_rolled_forward,
+                    metrics.locks_rolled_forward_of_live
+                ),
+                (1, of_live),
+                "ttl {ttl_ms} ms, owner alive: {alive}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - [`notify_cases`]: strong notifications under crashing observers, two workers and duplicate
-//!   notifications; message collapsing; weak-notification storms; notifications of crashed and
+//!   notifications; workers sharing the rows (partitioned scanning); message collapsing; weak-notification storms; notifications of crashed and
 //!   late writers; graceful shutdown;
 //! - [`isolation_cases`]: panicking, failing and self-triggering observers (backoff, parking,
 //!   retry); workers with different observer sets on one column; writers that declared nothing;
@@ -79,6 +79,7 @@ macro_rules! observer_conformance_tests {
     (@list $mode:ident $factory:expr) => {
         $crate::observer_conformance_tests! { @cases $mode $factory;
             observer_strong_changes_once_with_crashes_two_workers => notify_cases::strong_changes_once_with_crashes_two_workers,
+            observer_workers_share_the_rows => notify_cases::workers_share_the_rows,
             observer_message_collapsing => notify_cases::message_collapsing,
             observer_weak_storm_stays_bounded => notify_cases::weak_storm_stays_bounded,
             observer_weak_notify_on_written_column => notify_cases::weak_notify_on_written_column,

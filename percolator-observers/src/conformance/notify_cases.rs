@@ -76,9 +76,102 @@ async fn increment<S: RowStore>(client: &Client<S>, row: &str) -> u64 {
         .unwrap()
 }
 
-/// Two workers on one table, observers crashing at random (about 12% of commits), writers
-/// incrementing rows and throwing in duplicate notifications: the latest change of every row is
-/// processed, and no change is committed twice.
+/// Workers running the same observers divide the rows (partitioned scanning): with the group
+/// known to all, every change runs once, on one worker, with no conflict and no run that finds
+/// its change already acknowledged; each worker passes over the others' rows. A worker that
+/// leaves hands its share over: the one left runs everything written after.
+pub async fn workers_share_the_rows<F: StoreFactory>(factory: &F) {
+    const ROWS: usize = 120;
+    const WORKERS: usize = 3;
+    let store = factory.open().await;
+    let config = test_runtime_config().with_partition_refresh(Some(Duration::from_millis(20)));
+    let mut runtimes = Vec::new();
+    for _ in 0..WORKERS {
+        runtimes.push(
+            Runtime::start(test_client(&store), counting(), config.clone())
+                .await
+                .unwrap(),
+        );
+    }
+    // Every worker sees the whole group before anything is written.
+    for runtime in &runtimes {
+        let began = std::time::Instant::now();
+        while runtime.stats().group_members < WORKERS as u64 {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "the group never formed: {:?}",
+                runtime.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let w = writer(&store, &counting::<F::Store>().observed_columns()).await;
+    for r in 0..ROWS {
+        increment(&w, &format!("r{r}")).await;
+    }
+    for runtime in &runtimes {
+        idle(runtime).await;
+    }
+    let stats: Vec<_> = runtimes.iter().map(Runtime::stats).collect();
+    let processed: u64 = stats.iter().map(|s| s.notifications_processed).sum();
+    assert_eq!(processed, ROWS as u64, "every change once: {stats:#?}");
+    for s in &stats {
+        assert_eq!(s.group_members, WORKERS as u64, "{s:?}");
+        assert_eq!(
+            (
+                s.conflicts,
+                s.already_acknowledged,
+                s.live_lock_roll_forwards
+            ),
+            (0, 0, 0),
+            "no worker met another on a row: {s:?}"
+        );
+        assert!(
+            s.notifications_processed > 0 && s.left_to_others > 0,
+            "each ran its share and left the rest: {stats:#?}"
+        );
+    }
+    // One leaves; the other two take its rows over.
+    let leaving = runtimes.pop().unwrap();
+    leaving.shutdown().await.unwrap();
+    for runtime in &runtimes {
+        let began = std::time::Instant::now();
+        while runtime.stats().group_members != (WORKERS - 1) as u64 {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "the leaver stayed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    for r in 0..ROWS {
+        increment(&w, &format!("r{r}")).await;
+    }
+    for runtime in &runtimes {
+        idle(runtime).await;
+    }
+    let after: u64 = runtimes
+        .iter()
+        .map(|r| r.stats().notifications_processed)
+        .sum();
+    let before: u64 = stats[..WORKERS - 1]
+        .iter()
+        .map(|s| s.notifications_processed)
+        .sum();
+    assert_eq!(after - before, ROWS as u64, "the leaver's rows ran too");
+    let audit = crate::audit::strong_runs(store.as_ref(), &counting::<F::Store>())
+        .await
+        .unwrap();
+    assert!(audit.doubled.is_empty(), "{:?}", audit.doubled);
+    for runtime in runtimes {
+        runtime.shutdown().await.unwrap();
+    }
+}
+
+/// Two workers on one table, both running every row they find (partitioning off), observers
+/// crashing at random (about 12% of commits), writers incrementing rows and throwing in
+/// duplicate notifications: the latest change of every row is processed, and no change is
+/// committed twice.
 pub async fn strong_changes_once_with_crashes_two_workers<F: StoreFactory>(factory: &F) {
     const ROWS: usize = 16;
     const WRITERS: usize = 4;
@@ -90,9 +183,10 @@ pub async fn strong_changes_once_with_crashes_two_workers<F: StoreFactory>(facto
         let store = Arc::clone(&store);
         async move {
             let client = test_client(&store).commit_hook(hook);
-            Runtime::start(client, counting(), test_runtime_config())
-                .await
-                .unwrap()
+            // Unpartitioned: both workers run every row they find, so that they collide and
+            // the protocol alone keeps changes at most once.
+            let config = test_runtime_config().with_partition_refresh(None);
+            Runtime::start(client, counting(), config).await.unwrap()
         }
     };
     let a = runtime(Arc::clone(&crash_a)).await;

@@ -6,8 +6,8 @@
 //! One module per benchmark, each with its run and its table (the same table the report shows):
 //! [`micro`] (Figure 8 and oracle throughput), [`oracle_service`], [`tpce`] (with the peer
 //! baseline on sled's own transactions), [`figure10`] (wherever etcd is installed),
-//! [`contention`], [`soak`] (embedded backends), [`freshness`] (Figure 7) and [`scale`]
-//! (`--scale` alone). The backends come from `percolator-registry`'s catalogue.
+//! [`contention`], [`soak`] (embedded backends), [`freshness`] (Figure 7), [`scale`]
+//! (`--scale` alone) and [`workers`] (`--workers 1,2,3 --backend etcd` alone). The backends come from `percolator-registry`'s catalogue.
 
 pub mod contention;
 pub mod figure10;
@@ -19,6 +19,7 @@ pub mod scale;
 pub mod serve_load;
 pub mod soak;
 pub mod tpce;
+pub mod workers;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,6 +46,8 @@ pub enum Only {
     Scale { docs: Option<usize> },
     /// The server under load.
     ServeLoad,
+    /// Worker scaling with these worker counts.
+    Workers(Vec<usize>),
 }
 
 /// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
@@ -167,6 +170,29 @@ pub fn bench(
             quick,
             remote: &remote,
         });
+    }
+    if let Only::Workers(counts) = &only {
+        if choice != "etcd" {
+            return Err(format!(
+                "--workers runs worker processes on a 3-member etcd: give --backend etcd, not {choice} \
+                 (the embedded stores belong to one process; their workers share a store inside \
+                 one `percolator serve`)"
+            ));
+        }
+        if let Some(reason) = percolator_etcd_cluster::skip_reason() {
+            return Err(format!("--workers needs etcd: {reason}"));
+        }
+        let bin = binaries::build(profile, false)?;
+        let remote = Remote::default();
+        return workers::run(
+            &Ctx {
+                run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
+                bin: &bin,
+                quick,
+                remote: &remote,
+            },
+            counts,
+        );
     }
     if only == Only::Figure10 {
         if let Some(reason) = percolator_etcd_cluster::skip_reason() {

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::{
     OUT, contention, figure10, freshness, micro, oracle_service, read_json, scale, serve_load,
-    soak, tpce,
+    soak, tpce, workers,
 };
 
 /// The key under which a report records how it was run.
@@ -231,6 +231,14 @@ fn sections(dir: &Path) -> Result<Vec<Section>, String> {
             render: |r| {
                 let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
                 (figure10::table(report), Vec::new())
+            },
+        },
+        Section {
+            name: "workers",
+            reports: one(workers::FILE),
+            render: |r| {
+                let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
+                (workers::table(report), workers::headline(report))
             },
         },
         Section {

@@ -6,6 +6,7 @@
 //! percolator-bench tpce --store sled:DIR | --sled-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
 //! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
 //! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
+//! percolator-bench workers --percolator target/dist/percolator [--workers 1,2,3] [--docs N] [--json FILE]
 //! percolator-bench serve-load --percolator target/dist/percolator [--quick] [--json FILE]
 //! percolator-bench freshness --store mem [--docs N] [--rates 1,5] [--quick] [--json FILE]
 //! percolator-bench soak --store fjall:DIR [--docs N] [--generations G] [--no-gc] [--json FILE]
@@ -88,6 +89,26 @@ enum Command {
         /// Seconds between faults (overrides the configuration).
         #[arg(long)]
         phase_secs: Option<f64>,
+        /// Write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Worker scaling: one crawl indexed by N worker processes on a 3-member etcd cluster this
+    /// starts (fresh per run), dividing the rows and, for comparison, each running all.
+    #[cfg(feature = "etcd")]
+    Workers {
+        /// The `percolator` executable the worker, loader and oracle processes run.
+        #[arg(long)]
+        percolator: PathBuf,
+        /// Worker counts, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        workers: Vec<usize>,
+        /// Pages in the synthetic crawl.
+        #[arg(long, default_value_t = 2000)]
+        docs: usize,
+        /// Only the partitioned runs (no `--unpartitioned` comparison).
+        #[arg(long)]
+        partitioned_only: bool,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -213,6 +234,30 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             write_json(json.as_ref(), &report)?;
             if !report.ok() {
                 return Err("Figure 10 checks failed (see the table)".into());
+            }
+            Ok(())
+        }
+        #[cfg(feature = "etcd")]
+        Command::Workers {
+            percolator,
+            workers,
+            docs,
+            partitioned_only,
+            json,
+        } => {
+            use percolator_bench::workers::{self, WorkersConfig};
+            let scratch =
+                std::env::temp_dir().join(format!("percolator-workers-{}", std::process::id()));
+            let mut config = WorkersConfig::new(percolator, workers, scratch.clone());
+            config.docs = docs;
+            config.compare_unpartitioned = !partitioned_only;
+            let report = workers::run(&config, |line| eprintln!("workers: {line}")).await;
+            let _ = std::fs::remove_dir_all(&scratch);
+            let report = report?;
+            print!("{}", report.table());
+            write_json(json.as_ref(), &report)?;
+            if !report.ok() {
+                return Err("worker scaling checks failed (see the table)".into());
             }
             Ok(())
         }

@@ -59,6 +59,10 @@ pub struct WorkerArgs {
     /// Observer runs in flight.
     #[arg(long, default_value_t = 16)]
     pub(crate) concurrency: usize,
+    /// Run every dirty row this worker finds, instead of its share of the rows of the workers
+    /// running the same observers on the store (for comparison: workers then collide).
+    #[arg(long)]
+    pub(crate) unpartitioned: bool,
 }
 
 #[derive(Args, Debug)]
@@ -139,6 +143,10 @@ pub struct RunArgs {
     /// the store could commit it in one step (for comparison, and for tests of crash recovery).
     #[arg(long)]
     two_phase: bool,
+    /// Also write the summary's counters (this worker's, with its id and scan group) to this
+    /// file as JSON, for harnesses that compare workers (`cargo xtask bench --workers`).
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<std::path::PathBuf>,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -191,6 +199,11 @@ pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
         .with_scanners(workers.scanners)
         .with_max_concurrent_runs(workers.concurrency)
         .with_stages(webindex::pipeline::SCAN_STAGES)
+        .with_partition_refresh(if workers.unpartitioned {
+            None
+        } else {
+            RuntimeConfig::default().partition_refresh
+        })
 }
 
 /// A client that writes pages: it declares the pipeline's observed columns, so its commits

@@ -52,6 +52,25 @@ pub async fn run<S: RowStore>(
         txn.locks_rolled_forward,
         txn.locks_cleaned_up
     );
+    if let Some(path) = &args.stats_json {
+        let json = serde_json::json!({
+            "elapsed_secs": began.elapsed().as_secs_f64(),
+            "observers": stats,
+            "conflicts_per_processed": stats.conflicts_per_processed(),
+            "already_acknowledged_share": stats.already_acknowledged_share(),
+            "transactions": {
+                "commits": txn.commits,
+                "conflicts": txn.conflicts,
+                "locks_rolled_forward": txn.locks_rolled_forward,
+                "locks_rolled_forward_of_live": txn.locks_rolled_forward_of_live,
+                "locks_rolled_back": txn.locks_rolled_back,
+                "locks_cleaned_up": txn.locks_cleaned_up,
+            },
+        });
+        let text = serde_json::to_string_pretty(&json)?;
+        std::fs::write(path, text)
+            .map_err(|e| format!("could not write the stats to {}: {e}", path.display()))?;
+    }
     if interrupted {
         outln!("interrupted: stopped gracefully; `webindex run` again picks up what is pending");
     }

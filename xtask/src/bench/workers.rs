@@ -1,0 +1,172 @@
+//! Worker scaling (`percolator-bench workers`): one crawl indexed by 1, 2, 3 … worker processes
+//! on a 3-member etcd, dividing the rows (partitioned scanning) and, for comparison, each
+//! running every row; the table, `workers.svg` (pages/s and conflicts per processed
+//! notification against workers) and README's headline row.
+
+use serde_json::Value;
+
+use super::{Ctx, num, out, run_for_json, write_chart};
+use crate::plot::{Chart, Series};
+
+/// The report file.
+pub const FILE: &str = "workers.json";
+
+/// Runs it (it starts its own etcd clusters and processes), prints the table and writes the plot.
+pub fn run(ctx: &Ctx<'_>, counts: &[usize]) -> Result<(), String> {
+    let json = out(FILE);
+    let counts: Vec<String> = counts.iter().map(ToString::to_string).collect();
+    let mut cmd = ctx.bin.bench();
+    cmd.arg("workers")
+        .arg("--percolator")
+        .arg(ctx.bin.percolator_path())
+        .arg("--workers")
+        .arg(counts.join(","))
+        .arg("--json")
+        .arg(&json);
+    if ctx.quick {
+        cmd.args(["--docs", "300"]);
+    }
+    let report = run_for_json(ctx, cmd, &json, "worker scaling")?;
+    println!("\n{}", table(&report));
+    write_chart("workers.svg", &chart(&report))?;
+    println!("JSON and plot: target/bench/{FILE}, target/bench/workers.svg");
+    Ok(())
+}
+
+fn runs(report: &Value) -> Vec<Value> {
+    report["runs"].as_array().cloned().unwrap_or_default()
+}
+
+fn distribution(run: &Value) -> &'static str {
+    match (run["workers"].as_u64(), run["partitioned"].as_bool()) {
+        (Some(1), _) => "alone",
+        (_, Some(true)) => "partitioned",
+        _ => "every worker all",
+    }
+}
+
+/// The table: one row per run, then each worker's share.
+pub fn table(report: &Value) -> String {
+    let mut out = format!(
+        "## Worker scaling: the web index on a 3-member etcd ({} pages; {} scanners, {} runs in \
+         flight per worker)\n\n| workers | rows | run time | pages/s | processed | conflicts / \
+         processed | already acknowledged | live locks rolled forward | observer p50 / p99 (worst \
+         worker) | checks |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        report["docs"].as_u64().unwrap_or(0),
+        report["scanners"].as_u64().unwrap_or(0),
+        report["concurrency"].as_u64().unwrap_or(0),
+    );
+    for r in runs(report) {
+        let clean = r["violations"].as_array().is_some_and(Vec::is_empty)
+            && r["doubled"].as_u64() == Some(0)
+            && r["pending"].as_u64() == Some(0);
+        out.push_str(&format!(
+            "| {} | {} | {:.1} s | {:.1} | {} | {:.3} | {} ({:.1}%) | {} | {:.0} / {:.0} ms | {} |\n",
+            r["workers"].as_u64().unwrap_or(0),
+            distribution(&r),
+            num(&r["secs"]),
+            num(&r["pages_per_sec"]),
+            r["processed"].as_u64().unwrap_or(0),
+            num(&r["conflicts_per_processed"]),
+            r["already_acknowledged"].as_u64().unwrap_or(0),
+            100.0 * num(&r["already_acknowledged_share"]),
+            r["live_roll_forwards"].as_u64().unwrap_or(0),
+            num(&r["p50_ms"]),
+            num(&r["p99_ms"]),
+            if clean { "all hold" } else { "FAILED" },
+        ));
+    }
+    out.push_str(
+        "\nPer worker (processed / conflicts / already acknowledged / rows left to the group):\n\n",
+    );
+    for r in runs(report) {
+        let shares: Vec<String> = r["per_worker"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| {
+                format!(
+                    "{} / {} / {} / {}",
+                    w["processed"].as_u64().unwrap_or(0),
+                    w["conflicts"].as_u64().unwrap_or(0),
+                    w["already_acknowledged"].as_u64().unwrap_or(0),
+                    w["left_to_others"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "- {} workers, {}: {}\n",
+            r["workers"].as_u64().unwrap_or(0),
+            distribution(&r),
+            shares.join("; ")
+        ));
+    }
+    out
+}
+
+/// README's row: pages/s of the most workers partitioned against one worker.
+pub fn headline(report: &Value) -> Vec<(String, String)> {
+    let all = runs(report);
+    let one = all.iter().find(|r| r["workers"].as_u64() == Some(1));
+    let most = all
+        .iter()
+        .filter(|r| r["partitioned"].as_bool() == Some(true))
+        .max_by_key(|r| r["workers"].as_u64().unwrap_or(0));
+    let (Some(one), Some(most)) = (one, most) else {
+        return Vec::new();
+    };
+    let unpartitioned = all.iter().find(|r| {
+        r["workers"].as_u64() == most["workers"].as_u64()
+            && r["partitioned"].as_bool() == Some(false)
+    });
+    vec![(
+        format!(
+            "worker scaling on a 3-member etcd, {} pages, 1 → {} worker processes",
+            report["docs"].as_u64().unwrap_or(0),
+            most["workers"].as_u64().unwrap_or(0)
+        ),
+        format!(
+            "{:.1} → {:.1} pages/s ({}); conflicts per processed {:.3} → {:.3}",
+            num(&one["pages_per_sec"]),
+            num(&most["pages_per_sec"]),
+            unpartitioned.map_or("partitioned".to_owned(), |u| format!(
+                "partitioned; {:.1} with every worker running all",
+                num(&u["pages_per_sec"])
+            )),
+            num(&one["conflicts_per_processed"]),
+            num(&most["conflicts_per_processed"]),
+        ),
+    )]
+}
+
+fn chart(report: &Value) -> Chart<'static> {
+    let all = runs(report);
+    let series = |partitioned: bool, key: &str| -> Vec<(f64, f64)> {
+        all.iter()
+            .filter(|r| {
+                r["workers"].as_u64() == Some(1) || r["partitioned"].as_bool() == Some(partitioned)
+            })
+            .map(|r| (num(&r["workers"]), num(&r[key])))
+            .collect()
+    };
+    Chart {
+        title: "Worker scaling on a 3-member etcd",
+        x_label: "worker processes",
+        y_label: "pages per second",
+        log_x: false,
+        log_y: false,
+        series: vec![
+            Series {
+                name: "partitioned".into(),
+                points: series(true, "pages_per_sec"),
+                dashed: false,
+            },
+            Series {
+                name: "every worker runs all".into(),
+                points: series(false, "pages_per_sec"),
+                dashed: true,
+            },
+        ],
+        markers: Vec::new(),
+    }
+}
