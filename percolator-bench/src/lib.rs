@@ -12,8 +12,9 @@
 //! - [`figure10`] (feature `etcd`): the paper's Figure 10 — the web-indexing pipeline as worker
 //!   processes on a 3-member etcd cluster with 2 oracle instances, throughput over time while a
 //!   worker, the etcd leader and the leading oracle are killed, and the end-to-end checks.
-//! - [`workers`] (feature `etcd`): worker scaling — the same crawl indexed by 1, 2, 3 …
-//!   worker processes on a 3-member etcd, dividing the rows or not: pages/s, the waste counters
+//! - [`workers`]: worker scaling — the same crawl indexed by 1, 2, 3 … worker processes on a
+//!   3-member etcd (feature `etcd`) or runtimes sharing an embedded store in one process,
+//!   dividing the rows or not: pages/s, the waste counters
 //!   (conflicts, runs already acknowledged, live workers' locks rolled forward), latency, checks.
 //! - [`oracle_service`]: the timestamp oracle service over loopback against an in-process
 //!   oracle.
@@ -34,5 +35,4 @@ pub mod oracle_service;
 pub mod serve_load;
 pub mod tpce;
 pub mod webindex;
-#[cfg(feature = "etcd")]
 pub mod workers;

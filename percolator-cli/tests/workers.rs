@@ -15,7 +15,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use percolator_bench::workers::{self, WorkersConfig};
+use percolator_bench::workers::WorkersConfig;
+use percolator_bench::workers::processes as workers;
 use percolator_testkit::{Harness, Needs};
 
 /// Conflicts per processed notification allowed among the survivors. One worker alone measured

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use percolator_core::internal::histogram::Histogram;
 use percolator_core::txn::TxnMetricsSnapshot;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Counters of one runtime.
 #[derive(Debug, Default)]
@@ -118,7 +118,7 @@ fn load(counter: &AtomicU64) -> u64 {
 }
 
 /// A snapshot of what a runtime did.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct RuntimeStats {
     /// Observer transactions committed (one per processed change, or per collapsed group).
     pub notifications_processed: u64,

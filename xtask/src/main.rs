@@ -79,9 +79,10 @@ enum Cmd {
         /// 300 pages, 8 searchers, 20 s).
         #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale"])]
         serve_load: bool,
-        /// Only worker scaling: the same crawl indexed by this many worker processes (comma
-        /// separated, e.g. `1,2,3`) on a 3-member etcd, dividing the rows and, for comparison,
-        /// each running all (needs `--backend etcd`).
+        /// Only worker scaling: the same crawl indexed by this many workers (comma separated,
+        /// e.g. `1,2,3`), dividing the rows and, for comparison, each running all: worker
+        /// processes on a 3-member etcd, runtimes sharing one store in one process on mem and
+        /// fjall.
         #[arg(long, value_delimiter = ',', conflicts_with_all = ["freshness", "figure10", "scale", "serve_load"])]
         workers: Option<Vec<usize>>,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each

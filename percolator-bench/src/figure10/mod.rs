@@ -492,54 +492,12 @@ async fn wait_for_leading_oracle(
     }
 }
 
-/// What the end of a run on the web index checks: every invariant with the audit of strong
-/// observer runs (invariant 9), and nothing left pending or locked.
-pub(crate) struct IndexChecks {
-    /// Every violation found, as text.
-    pub(crate) violations: Vec<String>,
-    /// Rows of strong observer changes run twice (invariant 9).
-    pub(crate) doubled: Vec<String>,
-    /// Committed strong observer runs the audit counted.
-    pub(crate) strong_runs: u64,
-    /// Changes of strongly observed columns the audit counted.
-    pub(crate) strong_changes: u64,
-    /// Notifications pending in the pipeline's tables.
-    pub(crate) pending: usize,
-    /// Locks left in the pipeline's tables.
-    pub(crate) locks: usize,
-}
-
-/// Runs [`IndexChecks`] with `client`.
-pub(crate) async fn index_checks(
-    client: &percolator_core::Client<percolator_core::DynStore>,
-) -> Result<IndexChecks, Figure10Error> {
-    let check = percolator_webindex::check(client).await?;
-    let (mut pending, mut locks) = (0, 0);
-    for table in percolator_webindex::schema::TABLES {
-        pending += client.pending_notifications(table).await?;
-        locks += client.locks(table).await?.len();
-    }
-    Ok(IndexChecks {
-        violations: check.violations.iter().map(ToString::to_string).collect(),
-        doubled: check
-            .violations
-            .iter()
-            .filter(|v| v.invariant == 9)
-            .flat_map(|v| v.rows.clone())
-            .collect(),
-        strong_runs: check.observer_runs,
-        strong_changes: check.observed_changes,
-        pending,
-        locks,
-    })
-}
-
 async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(at.into()).await;
 }
 
 /// Runs blocking cluster work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Figure10Error> {
     tokio::task::spawn_blocking(f)

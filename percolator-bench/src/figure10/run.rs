@@ -88,7 +88,7 @@ pub async fn run(
 
     say("checking");
     let acks = loader::check_acks(&client, &crawl, &record).await?;
-    let checks = super::index_checks(&client).await?;
+    let checks = crate::webindex::checks::index_checks(&client).await?;
     client.shutdown().await?;
     experiment.stop().await;
     let oracle_events = super::oracle_events(&experiment.oracles, experiment.origin);

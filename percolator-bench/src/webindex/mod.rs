@@ -1,6 +1,8 @@
 //! Experiments on the web-indexing pipeline (`percolator-webindex`), kept out of the library
 //! users embed:
 //!
+//! - [`checks`]: the checks at the end of a run (invariants, the strong-observer audit,
+//!   nothing pending or locked);
 //! - [`freshness`]: the paper's Figure 7 in miniature, load → clustered latency of the
 //!   incremental pipeline against recomputing the clustering in batch;
 //! - [`soak`]: many recrawl generations with garbage collection off and on, cells and bytes
@@ -10,6 +12,7 @@
 //! - [`latency`]: query latency over a query set drawn from the index itself;
 //! - [`relevance`]: the relevance test set, a small documentation site with known answers.
 
+pub mod checks;
 pub mod freshness;
 pub mod latency;
 pub mod relevance;

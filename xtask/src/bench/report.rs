@@ -235,11 +235,8 @@ fn sections(dir: &Path) -> Result<Vec<Section>, String> {
         },
         Section {
             name: "workers",
-            reports: one(workers::FILE),
-            render: |r| {
-                let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
-                (workers::table(report), workers::headline(report))
-            },
+            reports: take(workers::PREFIX),
+            render: |r| (workers::table(r), workers::headline(r)),
         },
         Section {
             name: "contention",

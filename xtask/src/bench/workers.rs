@@ -1,35 +1,41 @@
-//! Worker scaling (`percolator-bench workers`): one crawl indexed by 1, 2, 3 … worker processes
-//! on a 3-member etcd, dividing the rows (partitioned scanning) and, for comparison, each
-//! running every row; the table, `workers.svg` (pages/s and conflicts per processed
-//! notification against workers) and README's headline row.
+//! Worker scaling (`percolator-bench workers`): one crawl indexed by 1, 2, 3 … workers, dividing
+//! the rows (partitioned scanning) and, for comparison, each running every row — worker
+//! processes on a 3-member etcd, or runtimes sharing an embedded store (mem, fjall) in one
+//! process; per backend the table and `workers-<backend>.svg` (pages/s against workers), and
+//! README's headline row from etcd.
 
 use serde_json::Value;
 
-use super::{Ctx, num, out, run_for_json, write_chart};
+use super::{Ctx, bench_cmd, num, out, run_for_json, write_chart};
 use crate::plot::{Chart, Series};
 
-/// The report file.
-pub const FILE: &str = "workers.json";
+/// The report files' prefix (`workers-<backend>.json`).
+pub const PREFIX: &str = "workers-";
 
-/// Runs it (it starts its own etcd clusters and processes), prints the table and writes the plot.
-pub fn run(ctx: &Ctx<'_>, counts: &[usize]) -> Result<(), String> {
-    let json = out(FILE);
+/// Runs it on each backend (etcd: it starts its own clusters and processes), prints the tables
+/// and writes the plots.
+pub fn run(ctx: &Ctx<'_>, systems: &[&str], counts: &[usize]) -> Result<(), String> {
     let counts: Vec<String> = counts.iter().map(ToString::to_string).collect();
-    let mut cmd = ctx.bin.bench();
-    cmd.arg("workers")
-        .arg("--percolator")
-        .arg(ctx.bin.percolator_path())
-        .arg("--workers")
-        .arg(counts.join(","))
-        .arg("--json")
-        .arg(&json);
-    if ctx.quick {
-        cmd.args(["--docs", "300"]);
+    let mut reports = Vec::new();
+    for &backend in systems {
+        let json = out(&format!("{PREFIX}{backend}.json"));
+        let mut cmd = bench_cmd(ctx, &["workers", "--workers", &counts.join(",")]);
+        if backend == "etcd" {
+            cmd.arg("--percolator").arg(ctx.bin.percolator_path());
+        } else {
+            cmd.arg("--store").arg(ctx.store(backend, "workers"));
+        }
+        cmd.arg("--json").arg(&json);
+        if ctx.quick {
+            cmd.args(["--docs", "300"]);
+        }
+        println!("== worker scaling on {backend}");
+        let report = run_for_json(ctx, cmd, &json, &format!("worker scaling on {backend}"))?;
+        write_chart(&format!("workers-{backend}.svg"), &chart(backend, &report))?;
+        reports.push((backend.to_owned(), report));
     }
-    let report = run_for_json(ctx, cmd, &json, "worker scaling")?;
-    println!("\n{}", table(&report));
-    write_chart("workers.svg", &chart(&report))?;
-    println!("JSON and plot: target/bench/{FILE}, target/bench/workers.svg");
+    println!("\n{}", table(&reports));
+    println!("JSON and plots: target/bench/{PREFIX}<backend>.json and .svg");
     Ok(())
 }
 
@@ -45,10 +51,23 @@ fn distribution(run: &Value) -> &'static str {
     }
 }
 
-/// The table: one row per run, then each worker's share.
-pub fn table(report: &Value) -> String {
+/// The tables: per backend, one row per run, then each worker's share.
+pub fn table(reports: &[(String, Value)]) -> String {
+    reports
+        .iter()
+        .map(|(backend, report)| backend_table(backend, report))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn backend_table(backend: &str, report: &Value) -> String {
+    let shape = if backend == "etcd" {
+        "worker processes on a 3-member etcd".to_owned()
+    } else {
+        format!("runtimes sharing one {backend} store in one process")
+    };
     let mut out = format!(
-        "## Worker scaling: the web index on a 3-member etcd ({} pages; {} scanners, {} runs in \
+        "## Worker scaling: the web index, {shape} ({} pages; {} scanners, {} runs in \
          flight per worker)\n\n| workers | rows | run time | pages/s | processed | conflicts / \
          processed | already acknowledged | live locks rolled forward | observer p50 / p99 (worst \
          worker) | checks |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
@@ -104,8 +123,11 @@ pub fn table(report: &Value) -> String {
     out
 }
 
-/// README's row: pages/s of the most workers partitioned against one worker.
-pub fn headline(report: &Value) -> Vec<(String, String)> {
+/// README's row (etcd's report): pages/s of the most workers partitioned against one worker.
+pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
+    let Some((_, report)) = reports.iter().find(|(backend, _)| backend == "etcd") else {
+        return Vec::new();
+    };
     let all = runs(report);
     let one = all.iter().find(|r| r["workers"].as_u64() == Some(1));
     let most = all
@@ -139,7 +161,7 @@ pub fn headline(report: &Value) -> Vec<(String, String)> {
     )]
 }
 
-fn chart(report: &Value) -> Chart<'static> {
+fn chart(backend: &str, report: &Value) -> Chart<'static> {
     let all = runs(report);
     let series = |partitioned: bool, key: &str| -> Vec<(f64, f64)> {
         all.iter()
@@ -150,7 +172,11 @@ fn chart(report: &Value) -> Chart<'static> {
             .collect()
     };
     Chart {
-        title: "Worker scaling on a 3-member etcd",
+        title: if backend == "etcd" {
+            "Worker scaling: processes on a 3-member etcd"
+        } else {
+            "Worker scaling: runtimes sharing an embedded store"
+        },
         x_label: "worker processes",
         y_label: "pages per second",
         log_x: false,

@@ -104,7 +104,7 @@ fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
 }
 
 /// A client builder on the opened store, with the oracle its cluster imposes or the local one.
-fn builder(
+pub(crate) fn builder(
     store: &Arc<DynStore>,
     oracle: &Option<Arc<dyn TimestampOracle>>,
 ) -> ClientBuilder<DynStore> {

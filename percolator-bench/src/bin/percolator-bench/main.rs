@@ -6,7 +6,7 @@
 //! percolator-bench tpce --store sled:DIR | --sled-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
 //! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
 //! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
-//! percolator-bench workers --percolator target/dist/percolator [--workers 1,2,3] [--docs N] [--json FILE]
+//! percolator-bench workers --percolator target/dist/percolator | --store fjall:DIR [--workers 1,2,3] [--docs N] [--json FILE]
 //! percolator-bench serve-load --percolator target/dist/percolator [--quick] [--json FILE]
 //! percolator-bench freshness --store mem [--docs N] [--rates 1,5] [--quick] [--json FILE]
 //! percolator-bench soak --store fjall:DIR [--docs N] [--generations G] [--no-gc] [--json FILE]
@@ -93,13 +93,17 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Worker scaling: one crawl indexed by N worker processes on a 3-member etcd cluster this
-    /// starts (fresh per run), dividing the rows and, for comparison, each running all.
-    #[cfg(feature = "etcd")]
+    /// Worker scaling: one crawl indexed by N workers, dividing the rows and, for comparison,
+    /// each running all: worker processes on a 3-member etcd cluster this starts (fresh per
+    /// run) with `--percolator`, or runtimes sharing an embedded store in this process with
+    /// `--store mem|fjall:DIR`.
     Workers {
-        /// The `percolator` executable the worker, loader and oracle processes run.
+        /// The `percolator` executable the worker, loader and oracle processes run (etcd).
+        #[arg(long, conflicts_with = "store", required_unless_present = "store")]
+        percolator: Option<PathBuf>,
+        /// An embedded store the workers share in this process.
         #[arg(long)]
-        percolator: PathBuf,
+        store: Option<StoreSpec>,
         /// Worker counts, comma separated.
         #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
         workers: Vec<usize>,
@@ -237,21 +241,56 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             }
             Ok(())
         }
-        #[cfg(feature = "etcd")]
         Command::Workers {
             percolator,
+            store,
             workers,
             docs,
             partitioned_only,
             json,
         } => {
-            use percolator_bench::workers::{self, WorkersConfig};
+            use percolator_bench::workers::{WorkersConfig, WorkersReport};
             let scratch =
                 std::env::temp_dir().join(format!("percolator-workers-{}", std::process::id()));
-            let mut config = WorkersConfig::new(percolator, workers, scratch.clone());
+            let mut config = WorkersConfig::new(
+                percolator.clone().unwrap_or_default(),
+                workers,
+                scratch.clone(),
+            );
             config.docs = docs;
             config.compare_unpartitioned = !partitioned_only;
-            let report = workers::run(&config, |line| eprintln!("workers: {line}")).await;
+            let report = match store {
+                Some(spec) => {
+                    let mut runs = Vec::new();
+                    for (workers, partitioned) in config.runs() {
+                        eprintln!(
+                            "workers: {workers} runtimes on {spec}, partitioned: {partitioned}"
+                        );
+                        let opened = Opened::fresh(&spec, &namespace).await?;
+                        let (shared, oracle) = (opened.store(), opened.oracle());
+                        let run = percolator_bench::workers::in_process::run_once(
+                            || experiments::builder(&shared, &oracle),
+                            &config,
+                            workers,
+                            partitioned,
+                        )
+                        .await;
+                        drop(shared);
+                        opened.close();
+                        runs.push(run?);
+                    }
+                    Ok(WorkersReport::new(spec.backend().name, &config, runs))
+                }
+                #[cfg(feature = "etcd")]
+                None => {
+                    percolator_bench::workers::processes::run(&config, |line| {
+                        eprintln!("workers: {line}")
+                    })
+                    .await
+                }
+                #[cfg(not(feature = "etcd"))]
+                None => return Err("worker processes need the etcd feature; give --store".into()),
+            };
             let _ = std::fs::remove_dir_all(&scratch);
             let report = report?;
             print!("{}", report.table());

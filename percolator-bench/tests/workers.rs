@@ -1,0 +1,86 @@
+//! Worker scaling inside one process at smoke size: three runtimes share one store (mem and
+//! fjall), first each running every dirty row it finds, then dividing them (partitioned
+//! scanning). Asserts that both index the crawl with every check clean, that the partitioned
+//! workers each ran a share and left the rest, and that their waste stays under the bounds the
+//! etcd test uses (`percolator-cli/tests/workers.rs`) — no timing (the figures come from
+//! `cargo xtask bench --workers 1,2,3 --backend fjall`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use percolator_bench::workers::in_process::run_once;
+use percolator_bench::workers::{WorkersConfig, WorkersRun};
+use percolator_core::conformance::fast_config;
+use percolator_core::{Client, RowStore};
+
+const MAX_CONFLICTS_PER_PROCESSED: f64 = 0.05;
+const MAX_ALREADY_ACKNOWLEDGED: f64 = 0.05;
+
+async fn three_workers<S: RowStore>(store: impl Fn() -> Arc<S>) -> (WorkersRun, WorkersRun) {
+    let mut config = WorkersConfig::new(PathBuf::new(), vec![3], PathBuf::new());
+    config.docs = 200;
+    config.scanners = 2;
+    config.concurrency = 8;
+    assert_eq!(config.runs(), vec![(3, false), (3, true)]);
+    let mut runs = Vec::new();
+    for (workers, partitioned) in config.runs() {
+        let store = store();
+        let builder = || {
+            Client::builder(Arc::clone(&store))
+                .local_oracle()
+                .config(fast_config())
+        };
+        runs.push(
+            run_once(builder, &config, workers, partitioned)
+                .await
+                .unwrap(),
+        );
+    }
+    let partitioned = runs.pop().unwrap();
+    let unpartitioned = runs.pop().unwrap();
+    for run in [&unpartitioned, &partitioned] {
+        assert!(run.violations.is_empty(), "{:?}", run.violations);
+        assert_eq!((run.doubled, run.pending, run.locks), (0, 0, 0), "{run:?}");
+        assert_eq!(run.per_worker.len(), 3);
+    }
+    for worker in &partitioned.per_worker {
+        assert!(
+            worker.processed > 0 && worker.left_to_others > 0 && worker.group_members == 3,
+            "each ran its share and left the rest: {worker:?}"
+        );
+    }
+    for worker in &unpartitioned.per_worker {
+        assert_eq!(
+            worker.left_to_others, 0,
+            "unpartitioned workers skip nothing"
+        );
+    }
+    assert!(
+        partitioned.conflicts_per_processed <= MAX_CONFLICTS_PER_PROCESSED,
+        "{partitioned:?}"
+    );
+    assert!(
+        partitioned.already_acknowledged_share <= MAX_ALREADY_ACKNOWLEDGED,
+        "{partitioned:?}"
+    );
+    (unpartitioned, partitioned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_share_one_mem_store() {
+    three_workers(|| Arc::new(percolator_backend_mem::MemStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_share_one_fjall_store() {
+    let dirs: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::default();
+    three_workers(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = percolator_backend_fjall::FjallStore::open(dir.path()).unwrap();
+        dirs.lock().unwrap().push(dir);
+        Arc::new(store)
+    })
+    .await;
+}
