@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 /// One worker's view of its scan group.
 #[derive(Debug)]
@@ -98,12 +98,13 @@ pub(crate) fn owner(members: &[u64], table: &[u8], row: &[u8]) -> Option<u64> {
 
 /// A hash of the row that every process computes alike (no per-process seed).
 fn row_hash(table: &[u8], row: &[u8]) -> u64 {
-    // Length-prefixed, so that ("ab", "c") and ("a", "bc") differ.
-    let mut key = Vec::with_capacity(8 + table.len() + row.len());
-    key.extend_from_slice(&(table.len() as u64).to_be_bytes());
-    key.extend_from_slice(table);
-    key.extend_from_slice(row);
-    xxh3_64(&key)
+    // Length-prefixed, so that ("ab", "c") and ("a", "bc") differ; streamed, so that the
+    // scanners' check of every dirty row allocates nothing.
+    let mut hasher = Xxh3::new();
+    hasher.update(&(table.len() as u64).to_be_bytes());
+    hasher.update(table);
+    hasher.update(row);
+    hasher.digest()
 }
 
 /// SplitMix64's finalizer: a bijective mix, so every member's weights are independent.

@@ -382,6 +382,29 @@ mod tests {
         vec![locks, writes]
     }
 
+    /// A store whose one status read finds the write record `(ts, kind)` of [`START`], and
+    /// whose one mutation (the resolution) applies.
+    fn store_resolving(ts: u64, kind: WriteKind) -> MockRowStore {
+        let mut store = MockRowStore::new();
+        store.expect_read_row().times(1).returning(move |_| {
+            Ok(status_answer(
+                None,
+                vec![(
+                    ts,
+                    WriteRecord {
+                        kind,
+                        start_ts: START,
+                    },
+                )],
+            ))
+        });
+        store
+            .expect_mutate_rows()
+            .times(1)
+            .returning(|_| Ok(vec![MutationOutcome::Applied]));
+        store
+    }
+
     #[tokio::test]
     async fn committed_primary_is_read_not_written() {
         let mut store = MockRowStore::new();
@@ -501,23 +524,7 @@ mod tests {
     #[tokio::test]
     async fn a_lock_of_an_aborted_transaction_is_cleaned_up_not_rolled_back() {
         // The owner fenced its primary after a conflict; a reader meets one of its secondaries.
-        let mut store = MockRowStore::new();
-        store.expect_read_row().times(1).returning(|_| {
-            Ok(status_answer(
-                None,
-                vec![(
-                    START,
-                    WriteRecord {
-                        kind: WriteKind::Rollback,
-                        start_ts: START,
-                    },
-                )],
-            ))
-        });
-        store
-            .expect_mutate_rows()
-            .times(1)
-            .returning(|_| Ok(vec![MutationOutcome::Applied]));
+        let store = store_resolving(START, WriteKind::Rollback);
         let mut liveness = MockLiveness::new();
         liveness.expect_is_alive().times(0);
         let inner = inner(store, liveness);
@@ -539,23 +546,7 @@ mod tests {
     #[tokio::test]
     async fn roll_forward_of_a_live_owner_is_counted_apart() {
         for (ttl_ms, alive, of_live) in [(60_000, true, 1), (60_000, false, 0), (5, true, 0)] {
-            let mut store = MockRowStore::new();
-            store.expect_read_row().times(1).returning(|_| {
-                Ok(status_answer(
-                    None,
-                    vec![(
-                        20,
-                        WriteRecord {
-                            kind: WriteKind::Put,
-                            start_ts: START,
-                        },
-                    )],
-                ))
-            });
-            store
-                .expect_mutate_rows()
-                .times(1)
-                .returning(|_| Ok(vec![MutationOutcome::Applied]));
+            let store = store_resolving(20, WriteKind::Put);
             let mut liveness = MockLiveness::new();
             liveness
                 .expect_is_alive()
