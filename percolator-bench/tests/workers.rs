@@ -1,9 +1,11 @@
 //! Worker scaling inside one process at smoke size: three runtimes share one store (mem and
-//! fjall), first each running every dirty row it finds, then dividing them (partitioned
-//! scanning). Asserts that both index the crawl with every check clean, that the partitioned
-//! workers each ran a share and left the rest, and that their waste stays under the bounds the
-//! etcd test uses (`percolator-cli/tests/workers.rs`) — no timing (the figures come from
-//! `cargo xtask bench --workers 1,2,3 --backend fjall`).
+//! fjall), first each running every dirty row it finds, then taking the paper's shared lock
+//! before each row (a lock service in the process, one connection per runtime), then dividing
+//! the rows (partitioned scanning). Asserts that all three index the crawl with every check
+//! clean, that the lock service answered every request and kept workers off rows others held,
+//! that the partitioned workers each ran a share and left the rest, and that their waste stays
+//! under the bounds the etcd test uses (`percolator-cli/tests/workers.rs`) — no timing (the
+//! figures come from `cargo xtask bench --workers 1,2,3 --backend fjall`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,21 +13,28 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use percolator_bench::workers::in_process::run_once;
-use percolator_bench::workers::{WorkersConfig, WorkersRun};
+use percolator_bench::workers::{Distribution, WorkersConfig, WorkersRun};
 use percolator_core::conformance::fast_config;
 use percolator_core::{Client, RowStore};
 
 const MAX_CONFLICTS_PER_PROCESSED: f64 = 0.05;
 const MAX_ALREADY_ACKNOWLEDGED: f64 = 0.05;
 
-async fn three_workers<S: RowStore>(store: impl Fn() -> Arc<S>) -> (WorkersRun, WorkersRun) {
+async fn three_workers<S: RowStore>(store: impl Fn() -> Arc<S>) -> Vec<WorkersRun> {
     let mut config = WorkersConfig::new(PathBuf::new(), vec![3], PathBuf::new());
     config.docs = 200;
     config.scanners = 2;
     config.concurrency = 8;
-    assert_eq!(config.runs(), vec![(3, false), (3, true)]);
+    assert_eq!(
+        config.runs(),
+        vec![
+            (3, Distribution::EveryWorkerAll),
+            (3, Distribution::LockService),
+            (3, Distribution::Partitioned)
+        ]
+    );
     let mut runs = Vec::new();
-    for (workers, partitioned) in config.runs() {
+    for (workers, distribution) in config.runs() {
         let store = store();
         let builder = || {
             Client::builder(Arc::clone(&store))
@@ -33,17 +42,31 @@ async fn three_workers<S: RowStore>(store: impl Fn() -> Arc<S>) -> (WorkersRun, 
                 .config(fast_config())
         };
         runs.push(
-            run_once(builder, &config, workers, partitioned)
+            run_once(builder, &config, workers, distribution)
                 .await
                 .unwrap(),
         );
     }
-    let partitioned = runs.pop().unwrap();
-    let unpartitioned = runs.pop().unwrap();
-    for run in [&unpartitioned, &partitioned] {
+    for run in &runs {
+        eprintln!("{:?}: {:?}", run.distribution, run.per_worker);
         assert!(run.violations.is_empty(), "{:?}", run.violations);
         assert_eq!((run.doubled, run.pending, run.locks), (0, 0, 0), "{run:?}");
         assert_eq!(run.per_worker.len(), 3);
+    }
+    let (unpartitioned, lock_service, partitioned) = (&runs[0], &runs[1], &runs[2]);
+    for worker in &lock_service.per_worker {
+        assert_eq!(
+            worker.lock_service_unavailable, 0,
+            "the lock service answered every request: {worker:?}"
+        );
+        assert_eq!(worker.left_to_others, 0, "not partitioned: {worker:?}");
+    }
+    for worker in unpartitioned
+        .per_worker
+        .iter()
+        .chain(&partitioned.per_worker)
+    {
+        assert_eq!(worker.held_elsewhere, 0, "no lock service: {worker:?}");
     }
     for worker in &partitioned.per_worker {
         assert!(
@@ -69,7 +92,7 @@ async fn three_workers<S: RowStore>(store: impl Fn() -> Arc<S>) -> (WorkersRun, 
         partitioned.already_acknowledged_share <= MAX_ALREADY_ACKNOWLEDGED,
         "{partitioned:?}"
     );
-    (unpartitioned, partitioned)
+    runs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

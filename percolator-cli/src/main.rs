@@ -30,7 +30,7 @@ mod output;
 mod store;
 mod token;
 
-use cmd::{bank, compact, debug, gc, observers, oracle, serve, webindex};
+use cmd::{bank, compact, debug, gc, locks, observers, oracle, serve, webindex};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -134,6 +134,12 @@ enum Command {
         #[command(subcommand)]
         command: oracle::OracleCommand,
     },
+    /// The paper's lock service: advisory row locks shared by the workers of a store (no store
+    /// needed; workers use it with `--lock-service`).
+    Locks {
+        #[command(subcommand)]
+        command: locks::LocksCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -206,6 +212,8 @@ pub async fn dispatch<S: percolator_core::RowStore>(
     let oracle = oracle::remote(&cli.oracle)?.or(oracle);
     match &cli.command {
         Command::Oracle { command } => oracle::run(store, command).await,
+        // `store::run` serves it before it opens anything (it needs no store).
+        Command::Locks { command } => locks::run(command).await,
         Command::Webindex { command } => webindex::run(store, oracle, command).await,
         Command::Scan(args) => debug::scan(store, args).await,
         Command::Status => debug::status(store, oracle).await,

@@ -334,6 +334,14 @@ pub(crate) fn stats_table(s: &RuntimeStats, elapsed: Duration) -> String {
             ),
             ("rows left to the group", s.left_to_others.to_string()),
             (
+                "rows held by other workers (lock service)",
+                format!(
+                    "{} ({} teleports away from another process's scanner; {} rows run \
+                     unlocked, the service not answering)",
+                    s.held_elsewhere, s.cross_process_teleports, s.lock_service_unavailable
+                ),
+            ),
+            (
                 "already acknowledged",
                 format!(
                     "{} ({:.1}% of runs)",

@@ -31,6 +31,9 @@ pub fn spec(cli: &Cli) -> Result<StoreSpec, CliError> {
 
 /// Opens the store and runs the command (or sends it to the server that owns the database).
 pub async fn run(cli: &Cli, spec: &StoreSpec) -> Result<ExitCode, CliError> {
+    if let Command::Locks { command } = &cli.command {
+        return crate::cmd::locks::run(command).await;
+    }
     let dir = spec.dir();
     if let Command::Serve(_) = &cli.command
         && let Some(dir) = dir

@@ -1,10 +1,13 @@
 //! [`RuntimeConfig`]: how a [`Runtime`](crate::Runtime) schedules its work (scanners, runs in
 //! flight, backoff, parking, stages), and [`GcSchedule`] for background garbage collection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use percolator_core::GcConfig;
+
+use crate::shared_locks::SharedRowLocks;
 
 /// Tunables of a [`Runtime`](crate::Runtime)'s scheduling. The runtime's transactions are configured on the
 /// [`ClientBuilder`](percolator_core::ClientBuilder) handed to [`Runtime::start`](crate::Runtime::start) (oracle, [`percolator_core::TxnConfig`], and in
@@ -80,6 +83,11 @@ pub struct RuntimeConfig {
     /// store's small workers table each time. `None`: this worker runs every dirty row it finds,
     /// as if it were alone, and collides with any other worker of the store.
     pub partition_refresh: Option<Duration>,
+    /// The paper's lock service: advisory row locks shared with the store's other workers
+    /// (see `shared_locks`). A row another worker holds is left to it, and a scanner whose
+    /// batch was mostly held elsewhere has met another process's scanner and teleports. `None`
+    /// (the default): only this worker's own row locks.
+    pub shared_locks: Option<Arc<dyn SharedRowLocks>>,
 }
 
 /// When and how a runtime collects garbage in the background.
@@ -156,6 +164,7 @@ impl Default for RuntimeConfig {
             dead_worker_sweep: Some(Duration::from_secs(2)),
             stages: Vec::new(),
             partition_refresh: Some(Duration::from_millis(250)),
+            shared_locks: None,
         }
     }
 }
@@ -179,6 +188,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn with_partition_refresh(mut self, every: Option<Duration>) -> Self {
         self.partition_refresh = every;
+        self
+    }
+
+    /// Sets [`Self::shared_locks`].
+    #[must_use]
+    pub fn with_shared_locks(mut self, locks: Option<Arc<dyn SharedRowLocks>>) -> Self {
+        self.shared_locks = locks;
         self
     }
 

@@ -89,6 +89,7 @@ mod process;
 mod row_locks;
 mod runtime;
 mod scanner;
+mod shared_locks;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -103,3 +104,4 @@ pub use percolator_core::internal::histogram::Histogram;
 pub use percolator_core::{NotificationKind, ObservedColumn};
 pub use row_locks::{RowGuard, RowLocks};
 pub use runtime::Runtime;
+pub use shared_locks::{SharedLockAnswer, SharedRowLocks};

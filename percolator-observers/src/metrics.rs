@@ -37,6 +37,9 @@ pub struct ObserverMetrics {
     pub(crate) deferred: AtomicU64,
     pub(crate) self_trigger_stops: AtomicU64,
     pub(crate) left_to_others: AtomicU64,
+    pub(crate) held_elsewhere: AtomicU64,
+    pub(crate) lock_service_unavailable: AtomicU64,
+    pub(crate) cross_process_teleports: AtomicU64,
     pub(crate) latency: Histogram,
 }
 
@@ -185,6 +188,17 @@ pub struct RuntimeStats {
     pub group_changes: u64,
     /// Dirty rows passed over because another worker of the scan group owns them.
     pub left_to_others: u64,
+    /// Dirty rows passed over because another worker held them in the shared lock service
+    /// ([`crate::RuntimeConfig::shared_locks`]).
+    #[serde(default)]
+    pub held_elsewhere: u64,
+    /// Rows run without a shared lock because the lock service could not answer.
+    #[serde(default)]
+    pub lock_service_unavailable: u64,
+    /// Teleports because most of a scanned batch was held by other workers: a scanner of
+    /// another process was on the same stretch (counted in `teleports` too).
+    #[serde(default)]
+    pub cross_process_teleports: u64,
     /// Locks of another live worker's transaction this worker rolled forward: it met that
     /// worker's commit half done, on a row both were working on. Waste, like conflicts and
     /// runs that found their change already acknowledged.
@@ -294,6 +308,9 @@ impl ObserverMetrics {
             group_members: 1,
             group_changes: 0,
             left_to_others: load(&self.left_to_others),
+            held_elsewhere: load(&self.held_elsewhere),
+            lock_service_unavailable: load(&self.lock_service_unavailable),
+            cross_process_teleports: load(&self.cross_process_teleports),
             live_lock_roll_forwards: txn.locks_rolled_forward_of_live,
         }
     }

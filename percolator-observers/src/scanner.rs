@@ -11,6 +11,12 @@
 //! A row that another worker of the scan group owns (`partition`) is passed over like a row
 //! without observers: the pass goes on as if it were not there.
 //!
+//! With the paper's lock service ([`crate::RuntimeConfig::shared_locks`]) the rows of a batch
+//! that are to run are locked in one request, after this worker's own row locks (so a row one
+//! of its runs holds is never asked for again, or released by mistake). A row another worker
+//! holds is left to it; a batch mostly held by others means a scanner of another process is on
+//! this stretch, and this one teleports, as it does from its own process's scanners.
+//!
 //! With [`crate::RuntimeConfig::stages`] the scanners start in the first stage instead, and
 //! go back to it after every pass over a table that started a run or met one of the worker's
 //! runs; a pass that began mid-table wraps to the table's start before the scanner moves on.
@@ -30,7 +36,9 @@ use rand::{Rng, SeedableRng};
 
 use crate::metrics::bump;
 use crate::process::process_row;
+use crate::row_locks::RowGuard;
 use crate::runtime::Shared;
+use crate::shared_locks::{SharedLockAnswer, SharedLockGuard};
 
 /// Rows remembered per scanner as teleport destinations.
 const SAMPLE: usize = 256;
@@ -89,30 +97,33 @@ pub(crate) async fn scan_loop<S: RowStore>(shared: Arc<Shared<S>>, id: usize) {
         let reached_end = rows.len() < batch;
         let first = rows.first().map(|r| r.row.clone());
         let last = rows.last().map(|r| r.row.clone());
-        let mut dispatched = 0;
+        let mut to_run = Vec::new();
         for row in rows {
             remember(&mut sweep, &mut rng, row.row.clone());
-            match dispatch(&shared, &table, row).await {
-                Dispatch::Started => {}
-                Dispatch::InFlight => {
-                    sweep.in_flight_here = true;
-                    continue;
-                }
-                Dispatch::Skipped => {
-                    if shared.stop.is_cancelled() {
-                        return;
-                    }
-                    continue;
-                }
+            if let Some(row) = dispatch(&shared, &table, row) {
+                to_run.push(row);
             }
-            dispatched += 1;
         }
+        let candidates = to_run.len();
+        let started = start_runs(&shared, &table, to_run).await;
+        if shared.stop.is_cancelled() {
+            return;
+        }
+        let dispatched = started.started;
+        sweep.in_flight_here |= started.in_flight > 0;
         // Before a teleport, which leaves this pass: a stage that had work is not left.
         sweep.worked_here |= dispatched > 0;
+        // Most of the batch held by other workers: a scanner of another process is on this
+        // stretch, ahead of this one (the paper's clumping, across processes).
+        let clumped_elsewhere =
+            started.held_elsewhere > 0 && 2 * started.held_elsewhere >= candidates;
+        if clumped_elsewhere {
+            bump(&shared.metrics.cross_process_teleports, 1);
+        }
         if let (Some(first), Some(last)) = (&first, &last) {
             *shared.positions[id].lock() = Some((sweep.table, last.clone()));
             sweep.start = Bound::Excluded(last.clone());
-            if caught_up(&shared, id, sweep.table, first, last) {
+            if clumped_elsewhere || caught_up(&shared, id, sweep.table, first, last) {
                 teleport(&shared, &mut sweep, &mut rng);
                 continue;
             }
@@ -191,9 +202,11 @@ pub(crate) async fn batch_scan_loop<S: RowStore>(
             };
             let last = rows.last().map(|r| r.row.clone());
             let full = rows.len() == BATCH_SCAN_ROWS;
-            for row in rows {
-                dispatch(&shared, &table, row).await;
-            }
+            let to_run: Vec<NotifyRow> = rows
+                .into_iter()
+                .filter_map(|row| dispatch(&shared, &table, row))
+                .collect();
+            start_runs(&shared, &table, to_run).await;
             match last {
                 Some(last) if full => start = Bound::Excluded(last),
                 _ => break,
@@ -203,20 +216,24 @@ pub(crate) async fn batch_scan_loop<S: RowStore>(
     }
 }
 
-/// What [`dispatch`] did with a dirty row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dispatch {
-    /// A run started.
-    Started,
-    /// This worker is running the row already.
-    InFlight,
-    /// Nothing observed, batched (a timer starts it), backing off, or stopping.
-    Skipped,
+/// What [`start_runs`] did with a batch of rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Started {
+    /// Runs started.
+    started: usize,
+    /// Rows this worker is running already.
+    in_flight: usize,
+    /// Rows another worker holds in the shared lock service.
+    held_elsewhere: usize,
 }
 
-/// Starts a run for `row` unless nothing in it is observed, this worker is already on it, or
-/// its observers batch (then a timer starts the run later).
-async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: NotifyRow) -> Dispatch {
+/// Hands `row` back to be run unless nothing in it is observed, another worker of the scan
+/// group owns it, or its observers batch (then a timer starts the run later).
+fn dispatch<S: RowStore>(
+    shared: &Arc<Shared<S>>,
+    table: &Bytes,
+    row: NotifyRow,
+) -> Option<NotifyRow> {
     bump(&shared.metrics.rows_scanned, 1);
     let unobserved: u64 = row
         .columns
@@ -227,34 +244,91 @@ async fn dispatch<S: RowStore>(shared: &Arc<Shared<S>>, table: &Bytes, row: Noti
     bump(&shared.metrics.unobserved, unobserved);
     let versions: u64 = row.columns.iter().map(|(_, v)| v.len() as u64).sum();
     if unobserved == versions {
-        return Dispatch::Skipped; // nothing this worker observes
+        return None; // nothing this worker observes
     }
     if let Some(partition) = &shared.partition
         && !partition.owns(table, &row.row)
     {
         bump(&shared.metrics.left_to_others, 1);
-        return Dispatch::Skipped; // another worker of the scan group runs it
+        return None; // another worker of the scan group runs it
     }
     let delay = batch_delay(shared, table, &row);
     if !delay.is_zero() {
         bump(&shared.metrics.lingered, 1);
         arm_batch_timer(shared, table, row, delay);
-        return Dispatch::Skipped;
+        return None;
     }
-    start_run(shared, table, row).await
+    Some(row)
 }
 
-/// Starts a run for `row` unless it is backing off after failures or this worker is already on
-/// it.
+/// Starts a run for each of `rows` that this worker is not running already, that no other
+/// worker holds in the shared lock service (one request for the whole batch), and that is not
+/// backing off after failures.
+async fn start_runs<S: RowStore>(
+    shared: &Arc<Shared<S>>,
+    table: &Bytes,
+    rows: Vec<NotifyRow>,
+) -> Started {
+    let mut outcome = Started::default();
+    // This worker's own lock first: a row one of its runs holds is not asked for again (the
+    // service would grant it to the same holder, and the release would end the run's lock).
+    let mut locked = Vec::with_capacity(rows.len());
+    for row in rows {
+        match shared.row_locks.try_lock(table, &row.row) {
+            Some(guard) => locked.push((row, guard)),
+            None => {
+                bump(&shared.metrics.busy_rows, 1);
+                outcome.in_flight += 1;
+            }
+        }
+    }
+    let answers = match &shared.config.shared_locks {
+        Some(service) if !locked.is_empty() => {
+            let keys: Vec<(Bytes, Bytes)> = locked
+                .iter()
+                .map(|(row, _)| (table.clone(), row.row.clone()))
+                .collect();
+            Some((Arc::clone(service), service.try_lock_many(&keys).await))
+        }
+        _ => None,
+    };
+    for (i, (row, guard)) in locked.into_iter().enumerate() {
+        let shared_guard = match &answers {
+            None => None,
+            // A service that answers short leaves the rest unanswered: they run unlocked.
+            Some((service, answers)) => match answers.get(i) {
+                Some(SharedLockAnswer::Granted) => Some(SharedLockGuard::new(
+                    Arc::clone(service),
+                    table.clone(),
+                    row.row.clone(),
+                )),
+                Some(SharedLockAnswer::HeldElsewhere) => {
+                    bump(&shared.metrics.held_elsewhere, 1);
+                    outcome.held_elsewhere += 1;
+                    continue; // another worker runs it; this worker's lock goes with `guard`
+                }
+                Some(SharedLockAnswer::Unavailable) | None => {
+                    bump(&shared.metrics.lock_service_unavailable, 1);
+                    None
+                }
+            },
+        };
+        if start_run(shared, table, row, guard, shared_guard).await {
+            outcome.started += 1;
+        }
+    }
+    outcome
+}
+
+/// Starts a run for `row`, whose locks are taken, unless it is backing off after failures or
+/// the worker is stopping. Whether a run started.
 async fn start_run<S: RowStore>(
     shared: &Arc<Shared<S>>,
     table: &Bytes,
     row: NotifyRow,
-) -> Dispatch {
-    let Some(guard) = shared.row_locks.try_lock(table, &row.row) else {
-        bump(&shared.metrics.busy_rows, 1);
-        return Dispatch::InFlight;
-    };
+    guard: RowGuard,
+    shared_guard: Option<SharedLockGuard>,
+) -> bool {
     // Checked under the row lock: a run records its failure (and so the pause) before it lets
     // the lock go, so a check made before taking the lock could miss the pause of a run that
     // ended in between, and retry at once.
@@ -263,14 +337,14 @@ async fn start_run<S: RowStore>(
         .backing_off(table, &row.row, std::time::Instant::now())
     {
         bump(&shared.metrics.backed_off, 1);
-        return Dispatch::Skipped;
+        return false;
     }
     let permit = tokio::select! {
         permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
             Ok(p) => p,
-            Err(_) => return Dispatch::Skipped,
+            Err(_) => return false,
         },
-        () = shared.stop.cancelled() => return Dispatch::Skipped,
+        () = shared.stop.cancelled() => return false,
     };
     bump(&shared.metrics.started, 1);
     let in_flight = InFlight::enter(Arc::clone(shared));
@@ -294,11 +368,12 @@ async fn start_run<S: RowStore>(
                 "observer run panicked"
             );
         }
+        drop(shared_guard);
         drop(guard);
         drop(permit);
         drop(in_flight);
     });
-    Dispatch::Started
+    true
 }
 
 /// The longest batch delay ([`crate::Observer::batch_delay`]) of the observers of `row`'s dirty
@@ -340,7 +415,7 @@ fn arm_batch_timer<S: RowStore>(
         };
         shared.lingering.lock().remove(&key);
         if !stopped {
-            start_run(&shared, &table, row).await;
+            start_runs(&shared, &table, vec![row]).await;
         }
     });
 }

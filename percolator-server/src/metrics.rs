@@ -140,6 +140,27 @@ pub(crate) fn render<S: RowStore>(
     );
     metric(
         &mut out,
+        "percolator_rows_held_elsewhere_total",
+        "counter",
+        "Dirty rows this worker passed over because another worker held them in the lock service.",
+        &[(&worker, stats.held_elsewhere as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_lock_service_unavailable_total",
+        "counter",
+        "Rows this worker ran without a shared lock because the lock service did not answer.",
+        &[(&worker, stats.lock_service_unavailable as f64)],
+    );
+    metric(
+        &mut out,
+        "percolator_cross_process_teleports_total",
+        "counter",
+        "Scanner teleports away from a stretch another worker's scanner was running.",
+        &[(&worker, stats.cross_process_teleports as f64)],
+    );
+    metric(
+        &mut out,
         "percolator_observer_already_acknowledged_total",
         "counter",
         "Observer runs that found their change already acknowledged (did nothing).",

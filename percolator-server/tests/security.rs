@@ -373,14 +373,9 @@ async fn concurrent_uploads_are_capped() {
     let s = Served::start(Access::new).await;
     let bearer = format!("Bearer {}", s.token.secret());
     // Two uploads that hold their slot: their bodies never end while the third is sent.
-    let mut held = Vec::new();
-    let mut senders = Vec::new();
-    for _ in 0..percolator_server::api::MAX_CONCURRENT_UPLOADS {
+    let hold = || {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
-        tx.send(Ok(Bytes::from_static(b"WARC/1.0\r\n")))
-            .await
-            .unwrap();
-        senders.push(tx);
+        let _ = tx.try_send(Ok(Bytes::from_static(b"WARC/1.0\r\n")));
         let body = reqwest::Body::wrap_stream(tokio_stream_of(rx));
         let request = s
             .http
@@ -388,11 +383,21 @@ async fn concurrent_uploads_are_capped() {
             .header("content-type", "application/warc")
             .header("authorization", &bearer)
             .body(body);
-        held.push(tokio::spawn(request.send()));
-    }
+        (tokio::spawn(request.send()), tx)
+    };
+    let mut held: Vec<_> = (0..percolator_server::api::MAX_CONCURRENT_UPLOADS)
+        .map(|_| hold())
+        .collect();
     // The third is refused once the two hold their slots.
     let deadline = Instant::now() + Duration::from_secs(30);
     let refused = loop {
+        // An upload that arrived while the previous third held a slot was refused itself (a
+        // busy machine makes that likely): send it again, so that two hold their slots.
+        for slot in &mut held {
+            if slot.0.is_finished() {
+                *slot = hold();
+            }
+        }
         let third = s
             .remote()
             .ingest_pages(&[PageIn {
@@ -415,8 +420,8 @@ async fn concurrent_uploads_are_capped() {
         }
     };
     assert_eq!(refused, ("busy".to_owned(), Some(1)));
-    drop(senders);
-    for upload in held {
+    for (upload, sender) in held {
+        drop(sender);
         let _ = upload.await;
     }
 }

@@ -1,6 +1,6 @@
-//! Worker scaling: the same synthetic crawl indexed by 1, 2, 3 … workers, dividing the dirty
-//! rows among themselves (partitioned scanning, the default) and, for comparison, each running
-//! every row it finds (`--unpartitioned`).
+//! Worker scaling: the same synthetic crawl indexed by 1, 2, 3 … workers, in each of three
+//! [`Distribution`]s of the dirty rows: partitioned scanning (the default), the paper's shared
+//! lock service, and every worker running every row it finds (`--unpartitioned`, the baseline).
 //!
 //! - [`processes`] (feature `etcd`): `percolator webindex run` processes on a 3-member etcd
 //!   cluster with one oracle service, as a cluster deployment runs them.
@@ -33,7 +33,7 @@ use serde::Serialize;
 pub struct WorkersConfig {
     /// The `percolator` executable (worker processes only).
     pub percolator: PathBuf,
-    /// Worker counts, one run each (two above one: partitioned and not).
+    /// Worker counts: one run each, and above one worker a run per distribution.
     pub counts: Vec<usize>,
     /// Pages in the synthetic crawl.
     pub docs: usize,
@@ -43,8 +43,8 @@ pub struct WorkersConfig {
     pub scanners: usize,
     /// Observer runs in flight per worker.
     pub concurrency: usize,
-    /// Also run every count above one with `--unpartitioned`.
-    pub compare_unpartitioned: bool,
+    /// The distributions to run every count above one with, in order.
+    pub distributions: Vec<Distribution>,
     /// Where the workers' JSON goes.
     pub scratch: PathBuf,
     /// SIGKILL the first worker this long after the workers start (and leave it dead): the
@@ -53,7 +53,7 @@ pub struct WorkersConfig {
 }
 
 impl WorkersConfig {
-    /// 2 000 pages, 1–3 workers, both distributions.
+    /// 2 000 pages, 1–3 workers, every distribution.
     pub fn new(percolator: PathBuf, counts: Vec<usize>, scratch: PathBuf) -> Self {
         Self {
             percolator,
@@ -62,7 +62,7 @@ impl WorkersConfig {
             seed: 7,
             scanners: 4,
             concurrency: 16,
-            compare_unpartitioned: true,
+            distributions: Distribution::ALL.to_vec(),
             scratch,
             kill_one_after: None,
         }
@@ -70,17 +70,68 @@ impl WorkersConfig {
 }
 
 impl WorkersConfig {
-    /// The runs to make, in order: `(workers, partitioned)`; above one worker, unpartitioned
-    /// first when compared.
-    pub fn runs(&self) -> Vec<(usize, bool)> {
+    /// The runs to make, in order: `(workers, distribution)`; one worker runs once (alone,
+    /// `Partitioned` being a group of one).
+    pub fn runs(&self) -> Vec<(usize, Distribution)> {
         let mut runs = Vec::new();
         for &workers in &self.counts {
-            if workers > 1 && self.compare_unpartitioned {
-                runs.push((workers, false));
+            if workers == 1 {
+                runs.push((1, Distribution::Partitioned));
+            } else {
+                runs.extend(self.distributions.iter().map(|&d| (workers, d)));
             }
-            runs.push((workers, true));
         }
         runs
+    }
+}
+
+/// How a run's workers share the dirty rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// Each worker runs every dirty row it finds (`--unpartitioned`): the baseline.
+    EveryWorkerAll,
+    /// The paper's lock service: every worker scans everything and takes a shared advisory
+    /// lock before it runs a row (`--unpartitioned --lock-service`).
+    LockService,
+    /// Partitioned scanning: each worker runs the rows it owns by rendezvous hashing over the
+    /// live members of its scan group (the default).
+    Partitioned,
+}
+
+impl Distribution {
+    /// Every distribution, baseline first.
+    pub const ALL: [Distribution; 3] = [
+        Distribution::EveryWorkerAll,
+        Distribution::LockService,
+        Distribution::Partitioned,
+    ];
+
+    /// Its name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::EveryWorkerAll => "every-worker-all",
+            Distribution::LockService => "lock-service",
+            Distribution::Partitioned => "partitioned",
+        }
+    }
+
+    /// Whether the workers partition the rows.
+    pub fn partitioned(self) -> bool {
+        self == Distribution::Partitioned
+    }
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Distribution::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                format!("unknown distribution {s:?}: every-worker-all, lock-service or partitioned")
+            })
     }
 }
 
@@ -99,6 +150,12 @@ pub struct WorkerLine {
     pub live_roll_forwards: u64,
     /// Dirty rows it left to other members of its group.
     pub left_to_others: u64,
+    /// Dirty rows it left because another worker held them in the lock service.
+    pub held_elsewhere: u64,
+    /// Rows it ran without a shared lock because the lock service did not answer.
+    pub lock_service_unavailable: u64,
+    /// Its teleports away from another process's scanner.
+    pub cross_process_teleports: u64,
     /// Its scan group's size at exit.
     pub group_members: u64,
     /// Times its scan group changed while it ran.
@@ -114,8 +171,8 @@ pub struct WorkerLine {
 pub struct WorkersRun {
     /// Worker processes.
     pub workers: usize,
-    /// Whether they divided the rows.
-    pub partitioned: bool,
+    /// How they shared the rows.
+    pub distribution: Distribution,
     /// When the first worker was killed, seconds after the start (its counters are lost).
     pub killed_at_secs: Option<f64>,
     /// From starting the workers until the last one exited.
@@ -190,8 +247,9 @@ impl WorkersReport {
         let mut out = format!(
             "## Worker scaling: the web index, {}, {} pages, {} scanners and {} runs in flight \
              per worker\n\n| workers | rows | run time | pages/s | processed | \
-             conflicts / processed | already acknowledged | live locks rolled forward | observer \
-             p50 / p99 (worst worker) | checks |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+             conflicts / processed | already acknowledged | live locks rolled forward | rows passed \
+             over | observer p50 / p99 (worst worker) | checks |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
             if self.backend == "etcd" {
                 "worker processes on a 3-member etcd".to_owned()
             } else {
@@ -213,7 +271,7 @@ impl WorkersReport {
                 )
             };
             out.push_str(&format!(
-                "| {} | {} | {:.1} s | {:.1} | {} | {:.3} | {} ({:.1}%) | {} | {:.0} / {:.0} ms | {} |\n",
+                "| {} | {} | {:.1} s | {:.1} | {} | {:.3} | {} ({:.1}%) | {} | {} | {:.0} / {:.0} ms | {} |\n",
                 r.workers,
                 distribution(r),
                 r.secs,
@@ -223,6 +281,10 @@ impl WorkersReport {
                 r.already_acknowledged,
                 100.0 * r.already_acknowledged_share,
                 r.live_roll_forwards,
+                r.per_worker
+                    .iter()
+                    .map(|w| w.left_to_others + w.held_elsewhere)
+                    .sum::<u64>(),
                 r.p50_ms,
                 r.p99_ms,
                 checks
@@ -234,10 +296,11 @@ impl WorkersReport {
 
 /// How a run shared the rows, for tables.
 pub fn distribution(run: &WorkersRun) -> &'static str {
-    match (run.workers, run.partitioned) {
+    match (run.workers, run.distribution) {
         (1, _) => "alone",
-        (_, true) => "partitioned",
-        (_, false) => "every worker all",
+        (_, Distribution::Partitioned) => "partitioned",
+        (_, Distribution::LockService) => "lock service",
+        (_, Distribution::EveryWorkerAll) => "every worker all",
     }
 }
 
@@ -260,6 +323,9 @@ impl WorkerLine {
             already_acknowledged: stats.already_acknowledged,
             live_roll_forwards: stats.live_lock_roll_forwards,
             left_to_others: stats.left_to_others,
+            held_elsewhere: stats.held_elsewhere,
+            lock_service_unavailable: stats.lock_service_unavailable,
+            cross_process_teleports: stats.cross_process_teleports,
             group_members: stats.group_members,
             group_changes: stats.group_changes,
             p50_ms: stats.latency_p50_us as f64 / 1e3,
@@ -273,7 +339,7 @@ impl WorkersRun {
     pub(crate) fn from_lines(
         docs: usize,
         workers: usize,
-        partitioned: bool,
+        distribution: Distribution,
         secs: f64,
         per_worker: Vec<WorkerLine>,
         checks: IndexChecks,
@@ -285,7 +351,7 @@ impl WorkersRun {
         let worst = |f: fn(&WorkerLine) -> f64| per_worker.iter().map(f).fold(0.0, f64::max);
         Self {
             workers,
-            partitioned,
+            distribution,
             killed_at_secs: None,
             secs,
             pages_per_sec: docs as f64 / secs.max(1e-9),

@@ -10,7 +10,7 @@ use percolator_oracle::{RemoteOracle, RemoteOracleConfig};
 use percolator_registry::{OpenOptions, StoreSpec};
 use serde_json::Value;
 
-use super::{WorkerLine, WorkersConfig, WorkersReport, WorkersRun, distribution};
+use super::{Distribution, WorkerLine, WorkersConfig, WorkersReport, WorkersRun, distribution};
 use crate::figure10::process::Process;
 use crate::figure10::{Figure10Error, blocking};
 
@@ -27,9 +27,9 @@ pub async fn run(
         reason: format!("{}: {e}", config.scratch.display()),
     })?;
     let mut runs = Vec::new();
-    for (workers, partitioned) in config.runs() {
+    for (workers, shape) in config.runs() {
         {
-            let run = one_run(config, workers, partitioned, &say).await?;
+            let run = one_run(config, workers, shape, &say).await?;
             say(&format!(
                 "{} workers ({}): {:.1} s, {:.1} pages/s, {:.3} conflicts per processed, {} \
                  already acknowledged, {} live locks rolled forward",
@@ -50,22 +50,18 @@ pub async fn run(
 async fn one_run(
     config: &WorkersConfig,
     workers: usize,
-    partitioned: bool,
+    shape: Distribution,
     say: &impl Fn(&str),
 ) -> Result<WorkersRun, Figure10Error> {
     say(&format!(
         "{workers} workers, {}: starting a 3-member etcd cluster and an oracle",
-        if partitioned {
-            "partitioned"
-        } else {
-            "unpartitioned"
-        }
+        shape.name()
     ));
     let cluster = blocking(|| LocalCluster::start(ClusterConfig::default().with_members(3)))
         .await?
         .map_err(|e| Figure10Error::Cluster(e.to_string()))?;
     let endpoints = cluster.endpoints();
-    let namespace = format!("workers-{}-{workers}-{partitioned}", std::process::id());
+    let namespace = format!("workers-{}-{workers}-{}", std::process::id(), shape.name());
     let store_args: Vec<String> = [
         "--backend",
         "etcd",
@@ -94,6 +90,26 @@ async fn one_run(
         .await?;
     let mut worker_args = store_args.clone();
     worker_args.extend(["--oracle".to_owned(), address.clone()]);
+    let mut lock_service = None;
+    let mut lock_address = String::new();
+    if shape == Distribution::LockService {
+        let mut process = Process::spawn(
+            "lock service",
+            Process::percolator(
+                &config.percolator,
+                &[],
+                &["locks", "serve", "--listen", "127.0.0.1:0"],
+            ),
+        )?;
+        let line = process
+            .wait_for_line("lock service listening on", Duration::from_secs(30))
+            .await?;
+        line.rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .clone_into(&mut lock_address);
+        lock_service = Some(process);
+    }
 
     say(&format!("loading {} synthetic pages", config.docs));
     let (docs, seed) = (config.docs.to_string(), config.seed.to_string());
@@ -117,7 +133,7 @@ async fn one_run(
     for i in 0..workers {
         let file = config
             .scratch
-            .join(format!("worker-{workers}-{partitioned}-{i}.json"));
+            .join(format!("worker-{workers}-{}-{i}.json", shape.name()));
         let _ = std::fs::remove_file(&file);
         let file_arg = file.display().to_string();
         let mut args = vec![
@@ -130,8 +146,11 @@ async fn one_run(
             "--stats-json",
             &file_arg,
         ];
-        if !partitioned {
+        if !shape.partitioned() {
             args.push("--unpartitioned");
+        }
+        if shape == Distribution::LockService {
+            args.extend(["--lock-service", &lock_address]);
         }
         processes.push(Process::spawn(
             &format!("worker {}", i + 1),
@@ -174,10 +193,13 @@ async fn one_run(
     client.shutdown().await?;
     let _ = oracle.terminate();
     let _ = oracle.finish(Duration::from_secs(10)).await;
+    if let Some(mut process) = lock_service {
+        let _ = process.terminate();
+        let _ = process.finish(Duration::from_secs(10)).await;
+    }
     let _ = blocking(move || cluster.stop()).await;
 
-    let mut run =
-        WorkersRun::from_lines(config.docs, workers, partitioned, secs, per_worker, checks);
+    let mut run = WorkersRun::from_lines(config.docs, workers, shape, secs, per_worker, checks);
     run.killed_at_secs = killed_at_secs;
     Ok(run)
 }

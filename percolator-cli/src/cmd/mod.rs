@@ -4,6 +4,7 @@ pub mod bank;
 pub mod compact;
 pub mod debug;
 pub mod gc;
+pub mod locks;
 pub mod observers;
 pub mod oracle;
 pub mod remote;

@@ -94,7 +94,7 @@ pub async fn run<S: RowStore>(
     let access = access(args, token)?;
     let gc = gc_schedule(Some(args.gc_every_secs), args.gc_grace_secs)?;
     let config = ServerConfig::new(args.listen, access)
-        .with_runtime(runtime_config(&args.workers).with_gc(gc));
+        .with_runtime(runtime_config(&args.workers)?.with_gc(gc));
     let server = Server::start(client_builder(&store, &oracle), config).await?;
     if let Some(db) = db {
         discovery::write(db, &server.url()).map_err(|e| {

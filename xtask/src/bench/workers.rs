@@ -1,5 +1,6 @@
 //! Worker scaling (`percolator-bench workers`): one crawl indexed by 1, 2, 3 … workers, dividing
-//! the rows (partitioned scanning) and, for comparison, each running every row — worker
+//! the rows (partitioned scanning), taking the paper's shared lock per row (the lock service),
+//! and, for comparison, each running every row — worker
 //! processes on a 3-member etcd, or runtimes sharing an embedded store (mem, fjall) in one
 //! process; per backend the table and `workers-<backend>.svg` (pages/s against workers), and
 //! README's headline row from etcd.
@@ -43,10 +44,16 @@ fn runs(report: &Value) -> Vec<Value> {
     report["runs"].as_array().cloned().unwrap_or_default()
 }
 
+/// The run's distribution as JSON names it (`partitioned`, `lock-service`, `every-worker-all`).
+fn shape(run: &Value) -> &str {
+    run["distribution"].as_str().unwrap_or("?")
+}
+
 fn distribution(run: &Value) -> &'static str {
-    match (run["workers"].as_u64(), run["partitioned"].as_bool()) {
+    match (run["workers"].as_u64(), shape(run)) {
         (Some(1), _) => "alone",
-        (_, Some(true)) => "partitioned",
+        (_, "partitioned") => "partitioned",
+        (_, "lock-service") => "lock service",
         _ => "every worker all",
     }
 }
@@ -69,8 +76,8 @@ fn backend_table(backend: &str, report: &Value) -> String {
     let mut out = format!(
         "## Worker scaling: the web index, {shape} ({} pages; {} scanners, {} runs in \
          flight per worker)\n\n| workers | rows | run time | pages/s | processed | conflicts / \
-         processed | already acknowledged | live locks rolled forward | observer p50 / p99 (worst \
-         worker) | checks |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         processed | already acknowledged | live locks rolled forward | rows passed over | observer \
+         p50 / p99 (worst worker) | checks |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
         report["docs"].as_u64().unwrap_or(0),
         report["scanners"].as_u64().unwrap_or(0),
         report["concurrency"].as_u64().unwrap_or(0),
@@ -80,7 +87,7 @@ fn backend_table(backend: &str, report: &Value) -> String {
             && r["doubled"].as_u64() == Some(0)
             && r["pending"].as_u64() == Some(0);
         out.push_str(&format!(
-            "| {} | {} | {:.1} s | {:.1} | {} | {:.3} | {} ({:.1}%) | {} | {:.0} / {:.0} ms | {} |\n",
+            "| {} | {} | {:.1} s | {:.1} | {} | {:.3} | {} ({:.1}%) | {} | {} | {:.0} / {:.0} ms | {} |\n",
             r["workers"].as_u64().unwrap_or(0),
             distribution(&r),
             num(&r["secs"]),
@@ -90,13 +97,15 @@ fn backend_table(backend: &str, report: &Value) -> String {
             r["already_acknowledged"].as_u64().unwrap_or(0),
             100.0 * num(&r["already_acknowledged_share"]),
             r["live_roll_forwards"].as_u64().unwrap_or(0),
+            passed_over(&r),
             num(&r["p50_ms"]),
             num(&r["p99_ms"]),
             if clean { "all hold" } else { "FAILED" },
         ));
     }
     out.push_str(
-        "\nPer worker (processed / conflicts / already acknowledged / rows left to the group):\n\n",
+        "\nPer worker (processed / conflicts / already acknowledged / rows passed over: left to \
+         the group or held by another worker):\n\n",
     );
     for r in runs(report) {
         let shares: Vec<String> = r["per_worker"]
@@ -109,7 +118,8 @@ fn backend_table(backend: &str, report: &Value) -> String {
                     w["processed"].as_u64().unwrap_or(0),
                     w["conflicts"].as_u64().unwrap_or(0),
                     w["already_acknowledged"].as_u64().unwrap_or(0),
-                    w["left_to_others"].as_u64().unwrap_or(0),
+                    w["left_to_others"].as_u64().unwrap_or(0)
+                        + w["held_elsewhere"].as_u64().unwrap_or(0),
                 )
             })
             .collect();
@@ -123,6 +133,18 @@ fn backend_table(backend: &str, report: &Value) -> String {
     out
 }
 
+/// Dirty rows a run's workers passed over: left to their group, or held by another worker.
+fn passed_over(run: &Value) -> u64 {
+    run["per_worker"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            w["left_to_others"].as_u64().unwrap_or(0) + w["held_elsewhere"].as_u64().unwrap_or(0)
+        })
+        .sum()
+}
+
 /// README's row (etcd's report): pages/s of the most workers partitioned against one worker.
 pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
     let Some((_, report)) = reports.iter().find(|(backend, _)| backend == "etcd") else {
@@ -132,15 +154,24 @@ pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
     let one = all.iter().find(|r| r["workers"].as_u64() == Some(1));
     let most = all
         .iter()
-        .filter(|r| r["partitioned"].as_bool() == Some(true))
+        .filter(|r| shape(r) == "partitioned")
         .max_by_key(|r| r["workers"].as_u64().unwrap_or(0));
     let (Some(one), Some(most)) = (one, most) else {
         return Vec::new();
     };
-    let unpartitioned = all.iter().find(|r| {
-        r["workers"].as_u64() == most["workers"].as_u64()
-            && r["partitioned"].as_bool() == Some(false)
-    });
+    let same_count = |name: &str| {
+        all.iter()
+            .find(|r| r["workers"].as_u64() == most["workers"].as_u64() && shape(r) == name)
+    };
+    let others: Vec<String> = [
+        ("lock-service", "the lock service"),
+        ("every-worker-all", "every worker running all"),
+    ]
+    .into_iter()
+    .filter_map(|(name, label)| {
+        same_count(name).map(|r| format!("{:.1} with {label}", num(&r["pages_per_sec"])))
+    })
+    .collect();
     vec![(
         format!(
             "worker scaling on a 3-member etcd, {} pages, 1 → {} worker processes",
@@ -151,10 +182,11 @@ pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
             "{:.1} → {:.1} pages/s ({}); conflicts per processed {:.3} → {:.3}",
             num(&one["pages_per_sec"]),
             num(&most["pages_per_sec"]),
-            unpartitioned.map_or("partitioned".to_owned(), |u| format!(
-                "partitioned; {:.1} with every worker running all",
-                num(&u["pages_per_sec"])
-            )),
+            if others.is_empty() {
+                "partitioned".to_owned()
+            } else {
+                format!("partitioned; {}", others.join(", "))
+            },
             num(&one["conflicts_per_processed"]),
             num(&most["conflicts_per_processed"]),
         ),
@@ -163,11 +195,9 @@ pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
 
 fn chart(backend: &str, report: &Value) -> Chart<'static> {
     let all = runs(report);
-    let series = |partitioned: bool, key: &str| -> Vec<(f64, f64)> {
+    let series = |name: &str, key: &str| -> Vec<(f64, f64)> {
         all.iter()
-            .filter(|r| {
-                r["workers"].as_u64() == Some(1) || r["partitioned"].as_bool() == Some(partitioned)
-            })
+            .filter(|r| r["workers"].as_u64() == Some(1) || shape(r) == name)
             .map(|r| (num(&r["workers"]), num(&r[key])))
             .collect()
     };
@@ -184,12 +214,17 @@ fn chart(backend: &str, report: &Value) -> Chart<'static> {
         series: vec![
             Series {
                 name: "partitioned".into(),
-                points: series(true, "pages_per_sec"),
+                points: series("partitioned", "pages_per_sec"),
+                dashed: false,
+            },
+            Series {
+                name: "lock service".into(),
+                points: series("lock-service", "pages_per_sec"),
                 dashed: false,
             },
             Series {
                 name: "every worker runs all".into(),
-                points: series(false, "pages_per_sec"),
+                points: series("every-worker-all", "pages_per_sec"),
                 dashed: true,
             },
         ],

@@ -110,9 +110,14 @@ enum Command {
         /// Pages in the synthetic crawl.
         #[arg(long, default_value_t = 2000)]
         docs: usize,
-        /// Only the partitioned runs (no `--unpartitioned` comparison).
-        #[arg(long)]
-        partitioned_only: bool,
+        /// How the workers share the rows, comma separated, one run each above one worker:
+        /// `every-worker-all` (the baseline), `lock-service`, `partitioned`.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "every-worker-all,lock-service,partitioned"
+        )]
+        distributions: Vec<percolator_bench::workers::Distribution>,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -246,7 +251,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             store,
             workers,
             docs,
-            partitioned_only,
+            distributions,
             json,
         } => {
             use percolator_bench::workers::{WorkersConfig, WorkersReport};
@@ -258,21 +263,19 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
                 scratch.clone(),
             );
             config.docs = docs;
-            config.compare_unpartitioned = !partitioned_only;
+            config.distributions = distributions;
             let report = match store {
                 Some(spec) => {
                     let mut runs = Vec::new();
-                    for (workers, partitioned) in config.runs() {
-                        eprintln!(
-                            "workers: {workers} runtimes on {spec}, partitioned: {partitioned}"
-                        );
+                    for (workers, shape) in config.runs() {
+                        eprintln!("workers: {workers} runtimes on {spec}, {}", shape.name());
                         let opened = Opened::fresh(&spec, &namespace).await?;
                         let (shared, oracle) = (opened.store(), opened.oracle());
                         let run = percolator_bench::workers::in_process::run_once(
                             || experiments::builder(&shared, &oracle),
                             &config,
                             workers,
-                            partitioned,
+                            shape,
                         )
                         .await;
                         drop(shared);

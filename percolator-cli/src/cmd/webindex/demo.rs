@@ -34,7 +34,7 @@ pub async fn run<S: RowStore>(
     let runtime = Runtime::start(
         client_builder(&store, &oracle),
         webindex::observers(Some(probe)),
-        runtime_config(&args.workers),
+        runtime_config(&args.workers)?,
     )
     .await?;
     let client = loader(&store, &oracle).await?;

@@ -63,6 +63,12 @@ pub struct WorkerArgs {
     /// running the same observers on the store (for comparison: workers then collide).
     #[arg(long)]
     pub(crate) unpartitioned: bool,
+    /// The paper's lock service (`percolator locks serve` instances, host:port, comma
+    /// separated): take a lock shared with the store's other workers before running a row, and
+    /// leave the rows they hold. Usually with `--unpartitioned` (it is the other way to share
+    /// the rows); unreachable, rows run without it.
+    #[arg(long, env = "PERCOLATOR_LOCK_SERVICE", value_delimiter = ',')]
+    pub(crate) lock_service: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -194,8 +200,15 @@ pub(crate) fn gc_schedule(
     )))
 }
 
-pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
-    RuntimeConfig::default()
+pub(crate) fn runtime_config(workers: &WorkerArgs) -> Result<RuntimeConfig, CliError> {
+    let shared_locks = if workers.lock_service.is_empty() {
+        None
+    } else {
+        let client =
+            percolator_lock_service::RemoteRowLocks::connect(workers.lock_service.iter().cloned())?;
+        Some(Arc::new(client) as Arc<dyn percolator_observers::SharedRowLocks>)
+    };
+    Ok(RuntimeConfig::default()
         .with_scanners(workers.scanners)
         .with_max_concurrent_runs(workers.concurrency)
         .with_stages(webindex::pipeline::SCAN_STAGES)
@@ -204,6 +217,7 @@ pub(crate) fn runtime_config(workers: &WorkerArgs) -> RuntimeConfig {
         } else {
             RuntimeConfig::default().partition_refresh
         })
+        .with_shared_locks(shared_locks))
 }
 
 /// A client that writes pages: it declares the pipeline's observed columns, so its commits

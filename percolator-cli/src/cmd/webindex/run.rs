@@ -27,7 +27,7 @@ pub async fn run<S: RowStore>(
     let runtime = Runtime::start(
         client,
         webindex::observers(None),
-        runtime_config(&args.workers).with_gc(gc),
+        runtime_config(&args.workers)?.with_gc(gc),
     )
     .await?;
     let began = Instant::now();
