@@ -140,12 +140,49 @@ async fn relevance_set_ranks_every_answer_in_the_top_3() {
     let (a, r) = (one("async").await, one("runtime").await);
     assert!(both.total <= a.min(r) && either.total >= a.max(r));
     assert_eq!(either.total, a + r - both.total);
-    // Nothing matches: empty, total 0; no terms: the same.
-    for q in ["nosuchwordanywhere", "", "!!"] {
-        let none = webindex::search(&client, q, &SearchOptions::default())
+    // Nothing matches: empty, total 0.
+    let none = webindex::search(&client, "nosuchwordanywhere", &SearchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((none.total, none.hits.len()), (0, 0));
+    // No word to search for: an error that says so.
+    for q in ["", "!!", " ;-) "] {
+        let err = webindex::search(&client, q, &SearchOptions::default())
             .await
-            .unwrap();
-        assert_eq!((none.total, none.hits.len()), (0, 0), "{q:?}");
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("no word to search for"),
+            "{q:?}: {err}"
+        );
     }
+
+    // Every case's query, paged 10 at a time, concatenates to the single request's order; so
+    // does it with a rerank pool of 7, where the order crosses from the pool (anchors and
+    // inlinks added) to the matches ranked by text alone.
+    for case in relevance::cases() {
+        for pool in [webindex::search::RERANK_POOL, 7] {
+            let options = SearchOptions::default().mode(case.mode).rerank_pool(pool);
+            let check = relevance::check_paging(&client, case.query, &options, 10)
+                .await
+                .unwrap();
+            assert!(
+                check.problems.is_empty(),
+                "{:?} (pool {pool}): {:?}",
+                case.query,
+                check.problems
+            );
+            assert!(check.single > 0, "{:?}", case.query);
+        }
+    }
+    let small_pool = webindex::search(
+        &client,
+        "unsafe",
+        &SearchOptions::default().rerank_pool(7).limit(1000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(small_pool.scored, 7);
+    assert!(small_pool.total > 7, "{}", small_pool.total);
+    assert_eq!(all.scored, all.total, "fewer than a pool match: all scored");
     runtime.shutdown().await.unwrap();
 }

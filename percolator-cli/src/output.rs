@@ -196,6 +196,12 @@ pub(crate) fn format_results(results: &webindex::SearchResults, offset: usize) -
         results.documents,
         term_safe(&results.terms.join(" "))
     );
+    if results.scored < results.total {
+        out.push_str(&format!(
+            "ranked with anchors and inlinks: the best {} by text; the rest by text alone\n",
+            results.scored
+        ));
+    }
     if !results.hits.is_empty() {
         out.push_str(&format!(
             "showing {}-{}\n",
@@ -466,6 +472,7 @@ mod tests {
             terms: vec!["quokka".into()],
             mode: Mode::All,
             total: 1,
+            scored: 1,
             documents: 1,
             hits: vec![webindex::Hit {
                 url: "http://x.example/\u{1b}[2J".into(),

@@ -179,7 +179,7 @@ fn serve_keeps_a_private_token_and_logs_refusals() {
 
     // Through another --db with --server: reads are open on loopback, writes need the token.
     let elsewhere = dir.path().join("elsewhere");
-    let (code, out) = percolator(&elsewhere, &["--server", &url, "webindex", "query", "x"]);
+    let (code, out) = percolator(&elsewhere, &["--server", &url, "webindex", "query", "xy"]);
     assert_eq!(code, 0, "{out}");
     let (code, out) = percolator(
         &elsewhere,

@@ -128,10 +128,26 @@ async function getJson(url, onBusy) {
 // The latest search: an older one still waiting (on a busy server) does not overwrite it.
 let latestSearch = 0;
 
-async function search(q, any, offset) {
+// The address of a search's page of results: what a reload, a shared link, Back and Forward
+// come back to.
+function searchUrl(q, any, offset) {
+  return "?" + new URLSearchParams({ q, any: any ? 1 : 0, offset });
+}
+
+// Shows page `offset` of the results for `q`. `how` is "push" for a new search or a page turn
+// (a history entry of its own, so that Back and Forward move between pages), "replace" when
+// the address already says it (a loaded URL, Back, Forward).
+async function search(q, any, offset, how) {
   const mine = ++latestSearch;
+  const state = { q, any, offset };
+  if (how === "push") {
+    history.pushState(state, "", searchUrl(q, any, offset));
+  } else {
+    history.replaceState(state, "", searchUrl(q, any, offset));
+  }
+  $("q").value = q;
+  $("any").checked = any;
   const params = new URLSearchParams({ q, mode: any ? "any" : "all", limit: PAGE, offset });
-  history.replaceState(null, "", "?" + new URLSearchParams({ q, any: any ? 1 : 0, offset }));
   const hits = $("hits"), pager = $("pager"), summary = $("summary");
   try {
     const body = await getJson("/api/search?" + params, (wait) => {
@@ -145,20 +161,26 @@ async function search(q, any, offset) {
     const shown = body.hits.length;
     summary.textContent = `${body.total} of ${body.documents} documents contain ` +
       `${body.mode === "any" ? "any" : "all"} of: ${body.terms.join(" ")}` +
-      (shown ? ` — showing ${offset + 1}–${offset + shown}` : "");
+      (shown ? ` — showing ${offset + 1}–${Math.min(offset + PAGE, body.total)}` : "") +
+      (body.scored < body.total
+        ? ` (the best ${body.scored} by text ranked with anchors and inlinks, the rest by text)`
+        : "");
     for (const hit of body.hits) {
       hits.append(hitNode(hit));
     }
+    hits.dataset.offset = offset;
     if (offset > 0) {
-      const prev = text("button", "", "← previous");
+      const prev = text("button", "prev", "← previous");
       prev.type = "button";
-      prev.addEventListener("click", () => search(q, any, Math.max(0, offset - PAGE)));
+      prev.addEventListener("click", () => search(q, any, Math.max(0, offset - PAGE), "push"));
       pager.append(prev);
     }
-    if (offset + shown < body.total) {
-      const next = text("button", "", "next →");
+    // Pages are slices of one order of `total` matches (a page may show fewer hits, when a
+    // match cannot be shown), so the next page starts PAGE further on.
+    if (offset + PAGE < body.total) {
+      const next = text("button", "next", "next →");
       next.type = "button";
-      next.addEventListener("click", () => search(q, any, offset + PAGE));
+      next.addEventListener("click", () => search(q, any, offset + PAGE, "push"));
       pager.append(next);
     }
   } catch (e) {
@@ -167,6 +189,18 @@ async function search(q, any, offset) {
     pager.replaceChildren();
     summary.replaceChildren(text("span", "error", "Search failed: " + e.message));
   }
+}
+
+// The search an address asks for (`?q=…&any=1&offset=20`), or null.
+function searchOf(params) {
+  const q = (params.get("q") || "").trim();
+  if (!q) return null;
+  const offset = Number.parseInt(params.get("offset") || "0", 10);
+  return {
+    q,
+    any: params.get("any") === "1",
+    offset: Number.isFinite(offset) && offset > 0 ? offset : 0,
+  };
 }
 
 async function refreshStatus() {
@@ -191,15 +225,25 @@ async function refreshStatus() {
 $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const q = $("q").value.trim();
-  if (q) search(q, $("any").checked, 0);
+  if (q) search(q, $("any").checked, 0, "push");
 });
 
-const initial = new URLSearchParams(location.search);
-if (initial.get("q")) {
-  $("q").value = initial.get("q");
-  $("any").checked = initial.get("any") === "1";
-  // Through the form, as a user would submit it.
-  $("search-form").requestSubmit();
-}
+// Back and Forward: show the page the entry names.
+window.addEventListener("popstate", () => {
+  const wanted = searchOf(new URLSearchParams(location.search));
+  if (wanted) {
+    search(wanted.q, wanted.any, wanted.offset, "replace");
+  } else {
+    latestSearch++;
+    $("q").value = "";
+    $("hits").replaceChildren();
+    $("pager").replaceChildren();
+    $("summary").replaceChildren();
+  }
+});
+
+// A loaded, reloaded or shared address shows the page it names.
+const initial = searchOf(new URLSearchParams(location.search));
+if (initial) search(initial.q, initial.any, initial.offset, "replace");
 refreshStatus();
 setInterval(refreshStatus, 2000);

@@ -294,9 +294,7 @@ pub(crate) async fn status_of<S: RowStore>(shared: &Shared<S>) -> Result<Status,
         });
     }
     let stats = shared.runtime.stats();
-    let documents = webindex::search(client, "", &SearchOptions::default())
-        .await?
-        .documents;
+    let documents = webindex::search::documents(client).await?;
     let secs = |d: std::time::Duration| d.as_secs_f64();
     Ok(Status {
         uptime_secs: shared.started.elapsed().as_secs_f64(),

@@ -4,6 +4,10 @@
 //! `/api/status`. The DOM Chromium dumps after running the scripts is checked. Without Chromium
 //! the test prints why it did not run, except under `CI`, where that fails (CI installs it).
 //!
+//! Paging is driven over the DevTools protocol ([`Browser`]): next page, Back, Forward and a
+//! reload on page 2 each show the page the address names, and a loaded address with an offset
+//! shows that page.
+//!
 //! With `PERCOLATOR_SCREENSHOT=path.png` it also saves a screenshot (the one in the docs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -48,6 +52,251 @@ async fn headless(url: String, extra: Vec<String>) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A headless Chromium driven over the DevTools protocol: navigate, evaluate script in the
+/// page (DevTools' evaluation is not bound by the page's Content-Security-Policy), reload.
+struct Browser {
+    child: std::process::Child,
+    _profile: tempfile::TempDir,
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    /// Starts Chromium on a blank page and attaches to that page.
+    async fn launch() -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        let child = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-port=0",
+                "--remote-allow-origins=*",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Chromium writes the port it picked into the profile.
+        let active = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            if let Some(port) = std::fs::read_to_string(&active)
+                .ok()
+                .and_then(|s| s.lines().next().map(str::to_owned))
+                .filter(|p| !p.is_empty())
+            {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "chromium never opened DevTools");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let targets: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/json/list"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let page = targets
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .unwrap_or_else(|| panic!("no page target: {targets}"));
+        let url = page["webSocketDebuggerUrl"].as_str().unwrap().to_owned();
+        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        Self {
+            child,
+            _profile: profile,
+            socket,
+            next_id: 0,
+        }
+    }
+
+    /// Calls a DevTools method and returns its result.
+    async fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use futures::{SinkExt as _, StreamExt as _};
+        self.next_id += 1;
+        let id = self.next_id;
+        let request = serde_json::json!({"id": id, "method": method, "params": params});
+        self.socket
+            .send(tokio_tungstenite::tungstenite::Message::text(
+                request.to_string(),
+            ))
+            .await
+            .unwrap();
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(30), self.socket.next())
+                .await
+                .unwrap_or_else(|_| panic!("{method}: no answer"))
+                .unwrap()
+                .unwrap();
+            let Ok(text) = message.to_text() else {
+                continue;
+            };
+            let Ok(answer) = serde_json::from_str::<serde_json::Value>(text) else {
+                continue;
+            };
+            if answer["id"] == id {
+                assert!(answer["error"].is_null(), "{method}: {answer}");
+                return answer["result"].clone();
+            }
+        }
+    }
+
+    /// The value of `expression` evaluated in the page.
+    async fn eval(&mut self, expression: &str) -> serde_json::Value {
+        let result = self
+            .call(
+                "Runtime.evaluate",
+                serde_json::json!({"expression": expression, "returnByValue": true}),
+            )
+            .await;
+        result["result"]["value"].clone()
+    }
+
+    /// Evaluates `expression` until it is neither null nor false (for at most 30 s).
+    async fn wait_for(&mut self, expression: &str, what: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let value = self.eval(expression).await;
+            if !(value.is_null() || value == false) {
+                return value;
+            }
+            if Instant::now() >= deadline {
+                let dom = self.eval("document.body.innerText").await;
+                panic!("never {what}; the page shows:\n{dom}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The URLs of the hits shown once page `offset` is shown (and the document is not the one
+    /// marked before a reload).
+    async fn hits_at(&mut self, offset: usize) -> Vec<String> {
+        let expression = format!(
+            "(() => {{ const h = document.getElementById('hits'); \
+             if (window.beforeReload || !h || h.dataset.offset !== '{offset}' || \
+                 h.children.length === 0) return null; \
+             return [...h.querySelectorAll('li.hit .url')].map(e => e.textContent); }})()"
+        );
+        let urls = self
+            .wait_for(&expression, &format!("showed the page at offset {offset}"))
+            .await;
+        let location = self.eval("location.search").await;
+        assert!(
+            location
+                .as_str()
+                .unwrap()
+                .contains(&format!("offset={offset}")),
+            "the address does not name offset {offset}: {location}"
+        );
+        serde_json::from_value(urls).unwrap()
+    }
+}
+
+/// Paging in the browser: next page, Back, Forward and a reload on page 2 each show the page
+/// the address names, with the same hits as the API's page; a loaded address with an offset
+/// shows that page; a query with no word says so.
+async fn paging_moves_through_history(server: &Server<MemStore>, remote: &Remote) {
+    let api_page = |offset: usize| {
+        let remote = remote.clone();
+        async move {
+            let options = percolator_webindex::SearchOptions::default()
+                .offset(offset)
+                .snippets(false);
+            let page = remote.search("unsafe", &options).await.unwrap();
+            assert!(page.total > 30, "too few hits to page: {}", page.total);
+            page.hits.into_iter().map(|h| h.url).collect::<Vec<_>>()
+        }
+    };
+    let mut browser = Browser::launch().await;
+    browser
+        .call(
+            "Page.navigate",
+            serde_json::json!({"url": format!("{}/?q=unsafe", server.url())}),
+        )
+        .await;
+    let first = browser.hits_at(0).await;
+    assert_eq!(first, api_page(0).await);
+
+    browser
+        .eval("document.querySelector('#pager .next').click()")
+        .await;
+    let second = browser.hits_at(10).await;
+    assert_eq!(second, api_page(10).await);
+    assert!(
+        first.iter().all(|u| !second.contains(u)),
+        "a hit on both pages"
+    );
+
+    browser.eval("history.back()").await;
+    assert_eq!(browser.hits_at(0).await, first, "Back shows page 1 again");
+    browser.eval("history.forward()").await;
+    assert_eq!(
+        browser.hits_at(10).await,
+        second,
+        "Forward shows page 2 again"
+    );
+
+    browser.eval("window.beforeReload = true").await;
+    browser.call("Page.reload", serde_json::json!({})).await;
+    assert_eq!(
+        browser.hits_at(10).await,
+        second,
+        "a reload stays on page 2"
+    );
+    assert_eq!(
+        browser.eval("document.getElementById('q').value").await,
+        "unsafe"
+    );
+    browser.eval("history.back()").await;
+    assert_eq!(browser.hits_at(0).await, first, "Back after the reload");
+
+    // A shared address on page 3.
+    browser
+        .call(
+            "Page.navigate",
+            serde_json::json!({"url": format!("{}/?q=unsafe&any=0&offset=20", server.url())}),
+        )
+        .await;
+    assert_eq!(browser.hits_at(20).await, api_page(20).await);
+
+    // No word to search for: the server's message.
+    browser
+        .call(
+            "Page.navigate",
+            serde_json::json!({"url": format!("{}/?q=%21%21%20%3B-%29", server.url())}),
+        )
+        .await;
+    let error = browser
+        .wait_for(
+            "(() => { const e = document.querySelector('#summary .error'); \
+             return e ? e.textContent : null; })()",
+            "showed an error",
+        )
+        .await;
+    assert!(
+        error.as_str().unwrap().contains("no word to search for"),
+        "{error}"
+    );
 }
 
 /// A server on the in-memory store, and a client with its token.
@@ -148,6 +397,8 @@ async fn the_search_page_works_in_a_real_browser() {
     )
     .await;
     assert!(dom.contains("40 distinct words"), "{dom}");
+
+    paging_moves_through_history(&server, &remote).await;
 
     if let Ok(path) = std::env::var("PERCOLATOR_SCREENSHOT") {
         headless(

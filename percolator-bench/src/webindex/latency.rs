@@ -58,16 +58,19 @@ pub async fn query_set<S: RowStore>(
     Ok(queries)
 }
 
-/// Times each query of `queries` (10 hits with snippets).
+/// Times each query of `queries` (10 hits with snippets), re-ranking the best `pool` matches
+/// by text with anchors and inlinks ([`SearchOptions::rerank_pool`]).
 pub async fn measure<S: RowStore>(
     client: &Client<S>,
     queries: &[(String, Mode)],
+    pool: usize,
 ) -> Result<QueryLatency> {
     let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
     let mut totals = 0usize;
     for (query, mode) in queries {
         let began = Instant::now();
-        let results = search(client, query, &SearchOptions::default().mode(*mode)).await?;
+        let options = SearchOptions::default().mode(*mode).rerank_pool(pool);
+        let results = search(client, query, &options).await?;
         times.push(began.elapsed());
         totals += results.total;
     }

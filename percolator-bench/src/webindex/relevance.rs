@@ -601,3 +601,68 @@ pub async fn evaluate<S: RowStore>(client: &Client<S>) -> Result<RelevanceReport
     }
     Ok(RelevanceReport { cases: ranked })
 }
+
+/// How paging through one query went: the single request's order against the pages'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PagingCheck {
+    /// Hits in the single request (up to [`MAX_LIMIT`]).
+    pub single: usize,
+    /// Hits the pages returned together.
+    pub paged: usize,
+    /// What went wrong (empty: the pages concatenate to the single request's order).
+    pub problems: Vec<String>,
+}
+
+/// Pages through `query` `page` hits at a time, with `options`' mode and rerank pool, and
+/// compares the pages, concatenated, with the order of one request for up to [`MAX_LIMIT`]
+/// hits: the same URLs in the same order, none twice, none missing, and scores that never rise
+/// down the order.
+pub async fn check_paging<S: RowStore>(
+    client: &Client<S>,
+    query: &str,
+    options: &SearchOptions,
+    page: usize,
+) -> Result<PagingCheck> {
+    let base = options.snippets(false).offset(0);
+    let all = search(client, query, &base.limit(MAX_LIMIT)).await?;
+    let single: Vec<&str> = all.hits.iter().map(|h| h.url.as_str()).collect();
+    let span = all.total.min(MAX_LIMIT);
+    let mut paged = Vec::new();
+    let mut problems = Vec::new();
+    for offset in (0..span).step_by(page.max(1)) {
+        let results = search(client, query, &base.offset(offset).limit(page)).await?;
+        if results.total != all.total {
+            problems.push(format!(
+                "offset {offset}: total {} against {}",
+                results.total, all.total
+            ));
+        }
+        paged.extend(results.hits.into_iter().map(|h| h.url));
+    }
+    paged.truncate(single.len());
+    if paged != single {
+        let at = paged.iter().zip(&single).position(|(a, b)| a != b);
+        problems.push(format!(
+            "the pages differ from the single request's order (first at {at:?}; {} against {} hits)",
+            paged.len(),
+            single.len()
+        ));
+    }
+    let distinct: std::collections::HashSet<&String> = paged.iter().collect();
+    if distinct.len() != paged.len() {
+        problems.push(format!("{} hits shown twice", paged.len() - distinct.len()));
+    }
+    if let Some(i) = all.hits.windows(2).position(|w| w[1].score > w[0].score) {
+        problems.push(format!(
+            "the score rises at {}: {} then {}",
+            i + 1,
+            all.hits[i].score,
+            all.hits[i + 1].score
+        ));
+    }
+    Ok(PagingCheck {
+        single: single.len(),
+        paged: paged.len(),
+        problems,
+    })
+}

@@ -22,6 +22,7 @@ use super::soak::{StoredCells, stored_cells};
 use percolator_webindex::check::{IndexSummary, check};
 use percolator_webindex::load::{LoadError, load_pages};
 use percolator_webindex::pipeline::{observed_columns, observers};
+use percolator_webindex::search::RERANK_POOL;
 use percolator_webindex::synthetic::{Shape, SyntheticCrawl};
 
 /// Parameters of a scale run.
@@ -143,6 +144,9 @@ pub struct ScaleReport {
     pub violations: Vec<String>,
     /// Search latency over a query set drawn from the index.
     pub query_latency: QueryLatency,
+    /// The same queries re-ranking only the best 100 by text (the pool a first page once had):
+    /// the baseline of the fixed pool's cost.
+    pub query_latency_pool_100: QueryLatency,
 }
 
 /// Where a scale run is, for progress displays.
@@ -367,7 +371,8 @@ pub async fn run<S: RowStore>(
     let step = (config.docs / QUERY_DOCS).max(1);
     let urls = (0..config.docs).step_by(step).map(|i| crawl.url(i));
     let queries = query_set(runtime.client(), urls).await?;
-    let query_latency = measure(runtime.client(), &queries).await?;
+    let query_latency_pool_100 = measure(runtime.client(), &queries, 100).await?;
+    let query_latency = measure(runtime.client(), &queries, RERANK_POOL).await?;
     progress(ScaleProgress::Queried(
         query_latency.queries,
         query_latency.p50_ms,
@@ -428,6 +433,7 @@ pub async fn run<S: RowStore>(
         summary: report.summary,
         violations: report.violations.iter().map(ToString::to_string).collect(),
         query_latency,
+        query_latency_pool_100,
     })
 }
 
@@ -525,6 +531,15 @@ impl ScaleReport {
                     self.query_latency.max_ms,
                     self.query_latency.queries,
                     self.query_latency.mean_total
+                ),
+            ),
+            (
+                "the same, re-ranking the best 100 (baseline)",
+                format!(
+                    "{:.1} / {:.1} / {:.1} ms",
+                    self.query_latency_pool_100.p50_ms,
+                    self.query_latency_pool_100.p99_ms,
+                    self.query_latency_pool_100.max_ms,
                 ),
             ),
         ];

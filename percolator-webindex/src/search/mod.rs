@@ -13,11 +13,20 @@
 //!    its corpus counts in one transaction;
 //! 3. BM25 over title and body ([`rank`]) for every matching document: the total is their
 //!    number;
-//! 4. for the best [`RERANK_POOL`] (or 4 × the page asked for, if more): the cluster (from
-//!    the chunk's directory: postings name a slot), its canonical URL, the anchor terms of links to the document and its inlink
-//!    count (`anchor_terms`), added to the score;
+//! 4. for the best [`RERANK_POOL`] of them by that text score, whatever page is asked for: the
+//!    cluster (from the chunk's directory: postings name a slot), its canonical URL, the anchor
+//!    terms of links to the document and its inlink count (`anchor_terms`), added to the score;
 //! 5. for the page of hits returned: the title and a [`snippet`](mod@snippet) from the stored
 //!    HTML.
+//!
+//! **One order per query.** The matches form one total order in a snapshot, and every page is
+//! a slice of it, so paging through a query with any `limit` gives each match once: first the
+//! pool, by its full score (ties by URL), then the matches past the pool by their text score
+//! alone (ties by posting: chunk and slot). Every score in the pool is at least its text score,
+//! and the pool holds the best text scores, so scores never rise down the order.
+//! [`SearchResults::scored`] says how many matches got the full score. A match whose cluster has
+//! no canonical in the snapshot (a stray posting, which the check reports) cannot be shown: it
+//! is left out where it stands, so a page may hold fewer hits than asked for.
 //!
 //! A query's cost grows with the postings of its terms, so a query for a word on every page
 //! reads every document's posting for it.
@@ -50,8 +59,11 @@ pub const MAX_QUERY_TERMS: usize = 32;
 pub const MAX_POSTINGS_READ: usize = 400_000;
 /// The most hits one query returns.
 pub const MAX_LIMIT: usize = 1000;
-/// Candidates re-ranked with their anchors and inlinks (at least).
-pub const RERANK_POOL: usize = 100;
+/// The matches scored with their anchors and inlinks: the best this many by text score (see
+/// the module docs). Independent of the page asked for, so that every page is a slice of one
+/// order; large enough that a page whose text score is low for its length (a long reference
+/// page) but whose anchors name the query still reaches the top.
+pub const RERANK_POOL: usize = 1000;
 
 /// How a query's terms combine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +105,10 @@ pub struct SearchOptions {
     pub snippets: bool,
     /// The most postings the query may read ([`MAX_POSTINGS_READ`] by default).
     pub max_postings: usize,
+    /// How many of the best matches by text score get their anchors and inlinks added
+    /// ([`RERANK_POOL`] by default; see the module docs). The order, and so every page, depends
+    /// on it: keep it the same while paging.
+    pub rerank_pool: usize,
 }
 
 impl Default for SearchOptions {
@@ -103,6 +119,7 @@ impl Default for SearchOptions {
             offset: 0,
             snippets: true,
             max_postings: MAX_POSTINGS_READ,
+            rerank_pool: RERANK_POOL,
         }
     }
 }
@@ -137,6 +154,12 @@ impl SearchOptions {
         self.max_postings = max_postings;
         self
     }
+
+    /// Adding anchors and inlinks to the best `pool` matches by text score.
+    pub fn rerank_pool(mut self, pool: usize) -> Self {
+        self.rerank_pool = pool;
+        self
+    }
 }
 
 /// One ranked result.
@@ -163,6 +186,10 @@ pub struct SearchResults {
     pub mode: Mode,
     /// Documents matching (all of them, not just the ones returned).
     pub total: usize,
+    /// Matches scored with their anchors and inlinks: the best [`SearchOptions::rerank_pool`]
+    /// by text score (every match, when fewer match). The rest follow by text score alone.
+    #[serde(default)]
+    pub scored: usize,
     /// Documents in the index.
     pub documents: i64,
     /// The page of hits asked for, best first.
@@ -204,11 +231,15 @@ pub async fn search<S: RowStore>(
         terms,
         mode: options.mode,
         total: 0,
+        scored: 0,
         documents: corpus.documents,
         hits: Vec::new(),
     };
     if results.terms.is_empty() {
-        return Ok(results);
+        return Err(Error::InvalidInput(format!(
+            "the query {} has no word to search for (a word is 2 to 32 letters or digits)",
+            quoted_prefix(query)
+        )));
     }
     let average_length = if corpus.documents > 0 {
         corpus.length as f64 / corpus.documents as f64
@@ -280,22 +311,55 @@ pub async fn search<S: RowStore>(
     results.total = candidates.len();
     sort(&mut candidates);
 
-    // Anchors and inlinks for the best of them.
-    let wanted = options.offset.saturating_add(options.limit);
-    candidates.truncate(RERANK_POOL.max(wanted.saturating_mul(4)));
+    // The pool: anchors and inlinks added, strays left out, ordered by the full score.
+    let rest = candidates.split_off(candidates.len().min(options.rerank_pool));
+    results.scored = candidates.len();
+    let weights = &weights;
+    resolve(&txn, &mut candidates, Some(weights)).await?;
+    candidates.retain(|c| !c.url.is_empty());
+    sort(&mut candidates);
+
+    // The page: a slice of the pool, then of the rest (already in text-score order).
+    let from_rest_at = options.offset.saturating_sub(candidates.len());
+    let mut page: Vec<Candidate> = candidates
+        .into_iter()
+        .skip(options.offset)
+        .take(options.limit)
+        .collect();
+    let mut tail: Vec<Candidate> = rest
+        .into_iter()
+        .skip(from_rest_at)
+        .take(options.limit - page.len())
+        .collect();
+    resolve(&txn, &mut tail, None).await?;
+    page.extend(tail.into_iter().filter(|c| !c.url.is_empty()));
+    results.hits = try_join_all(
+        page.into_iter()
+            .map(|c| hit(&txn, c, &results.terms, options.snippets)),
+    )
+    .await?;
+    Ok(results)
+}
+
+/// Looks up each candidate's canonical URL and the anchors of links to it (its inlinks); with
+/// the query's term `weights`, adds the anchor and static score. A candidate whose cluster has
+/// no canonical in the snapshot keeps an empty URL.
+async fn resolve<S: RowStore>(
+    txn: &Transaction<S>,
+    candidates: &mut [Candidate],
+    weights: Option<&Vec<(String, f64)>>,
+) -> Result<()> {
     let chunks: HashSet<&Bytes> = candidates.iter().map(|c| &c.slot.0).collect();
-    let directories: HashMap<Bytes, Directory> = try_join_all(chunks.into_iter().map(|chunk| {
-        let txn = &txn;
-        async move {
+    let directories: HashMap<Bytes, Directory> =
+        try_join_all(chunks.into_iter().map(|chunk| async move {
             let cell = txn.get(INDEX_DOCS, chunk, CHUNK_CLUSTERS).await?;
             Ok::<_, Error>((chunk.clone(), Directory::decode(&cell.unwrap_or_default())))
-        }
-    }))
-    .await?
-    .into_iter()
-    .collect();
+        }))
+        .await?
+        .into_iter()
+        .collect();
     let found = try_join_all(candidates.iter().map(|c| {
-        let (txn, directories) = (&txn, &directories);
+        let directories = &directories;
         async move {
             // Postings name a slot of a chunk, the chunk's directory the cluster, and the
             // cluster its canonical URL.
@@ -319,26 +383,22 @@ pub async fn search<S: RowStore>(
             continue;
         };
         let anchors = summary.map(|b| AnchorTerms::decode(&b)).unwrap_or_default();
-        candidate.score += rank::anchor_score(&weights, &anchors);
+        if let Some(weights) = weights {
+            candidate.score += rank::anchor_score(weights, &anchors);
+        }
         candidate.inlinks = anchors.anchors;
         candidate.url = url;
     }
-    // A posting whose cluster has no canonical in this snapshot cannot be shown (the check
-    // reports such postings as stray).
-    candidates.retain(|c| !c.url.is_empty());
-    sort(&mut candidates);
+    Ok(())
+}
 
-    let page: Vec<Candidate> = candidates
-        .into_iter()
-        .skip(options.offset)
-        .take(options.limit)
-        .collect();
-    results.hits = try_join_all(
-        page.into_iter()
-            .map(|c| hit(&txn, c, &results.terms, options.snippets)),
-    )
-    .await?;
-    Ok(results)
+/// The start of `query`, quoted, for an error message (a query may be very long).
+fn quoted_prefix(query: &str) -> String {
+    const SHOWN: usize = 40;
+    match query.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{:?}…", &query[..cut]),
+        None => format!("{query:?}"),
+    }
 }
 
 /// Best score first, then URL order (deterministic ties; before the URLs are looked up, the
@@ -350,6 +410,12 @@ fn sort(candidates: &mut [Candidate]) {
             .then_with(|| a.url.cmp(&b.url))
             .then_with(|| a.slot.cmp(&b.slot))
     });
+}
+
+/// Documents in the index (the corpus counts summed over their shards), in one snapshot.
+pub async fn documents<S: RowStore>(client: &Client<S>) -> Result<i64> {
+    let txn = client.begin().await?;
+    Ok(corpus_counts(&txn).await?.0.documents)
 }
 
 /// The corpus counts summed over their shards, and the chunks' dead slots (in the same rows).

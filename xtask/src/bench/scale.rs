@@ -57,7 +57,8 @@ pub fn table(reports: &[(String, Value)]) -> String {
         "## Scale: realistic pages loaded, indexed and checked in one process\n\n| backend | pages \
          | HTML MB | load pages/s | run pages/s | end to end pages/s | run CPU ms/page | \
          notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written \
-         MB | disk ÷ HTML | check s (÷ run) | violations |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|\n",
+         MB | disk ÷ HTML | check s (÷ run) | query p50 / p99 ms (re-ranking 1 000; 100) | \
+         violations |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|\n",
     );
     for (backend, r) in reports {
         let quarters: Vec<String> = r["quarters"]
@@ -76,9 +77,16 @@ pub fn table(reports: &[(String, Value)]) -> String {
             || "-".to_owned(),
             |s| format!("{:.1}", 1000.0 * s / num(&r["docs"]).max(1.0)),
         );
+        let queries = format!(
+            "{:.0} / {:.0}; {:.0} / {:.0}",
+            num(&r["query_latency"]["p50_ms"]),
+            num(&r["query_latency"]["p99_ms"]),
+            num(&r["query_latency_pool_100"]["p50_ms"]),
+            num(&r["query_latency_pool_100"]["p99_ms"]),
+        );
         out.push_str(&format!(
             "| {backend} | {} | {} | {:.0} | {:.0} | {:.0} | {run_cpu_ms} | {} | {:.2} | {} | {} | \
-             {} | {} | {} |\n",
+             {} | {} | {} | {} |\n",
             r["docs"].as_u64().unwrap_or(0),
             mb(&r["html_bytes"]),
             num(&r["load_pages_per_sec"]),
@@ -95,6 +103,7 @@ pub fn table(reports: &[(String, Value)]) -> String {
                 || "-".to_owned(),
                 |c| format!("{c:.1} ({:.2}×)", c / num(&r["run_seconds"]).max(1e-9))
             ),
+            queries,
             r["violations"].as_array().map_or(0, Vec::len),
         ));
     }
