@@ -44,6 +44,9 @@ pub enum Needs {
     Faketime,
     /// A `chromium` browser, run headless.
     Chromium,
+    /// The Rust toolchain's HTML docs (`$(rustc --print sysroot)/share/doc/rust/html`): real
+    /// HTML nobody on the project wrote.
+    RustDocs,
 }
 
 impl Needs {
@@ -57,11 +60,31 @@ impl Needs {
                 "chromium is not installed to run the search page in (apt-get install chromium)"
                     .to_owned()
             }),
+            Needs::RustDocs => (!rust_docs_installed()).then(|| {
+                "the Rust toolchain's HTML docs are not installed (rustup component add \
+                 rust-docs)"
+                    .to_owned()
+            }),
         }
     }
 }
 
 /// Whether `program` is an executable file in a directory of `PATH`.
+/// Whether `$(rustc --print sysroot)/share/doc/rust/html` holds the book (`$RUSTC` if set).
+fn rust_docs_installed() -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    std::process::Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .is_some_and(|sysroot| {
+            Path::new(sysroot.trim())
+                .join("share/doc/rust/html/book/index.html")
+                .is_file()
+        })
+}
+
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program)))

@@ -85,6 +85,11 @@ enum Cmd {
         /// fjall.
         #[arg(long, value_delimiter = ',', conflicts_with_all = ["freshness", "figure10", "scale", "serve_load"])]
         workers: Option<Vec<usize>>,
+        /// Only relevance on the Rust toolchain's HTML docs: all of them indexed on fjall
+        /// (`--quick`: the book and 49 std pages), every hand-judged query ranked as before and
+        /// now, and paged through.
+        #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers"])]
+        rust_docs: bool,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
         /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
@@ -108,7 +113,7 @@ enum Cmd {
         pd: Option<String>,
         /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
         /// reports already in `target/bench/` (full runs of the dist profile only).
-        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "dev_build"])]
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "dev_build"])]
         report: bool,
     },
 }
@@ -125,6 +130,7 @@ fn main() -> ExitCode {
             scale,
             serve_load,
             workers,
+            rust_docs,
             docs,
             hour_secs,
             rates,
@@ -132,7 +138,9 @@ fn main() -> ExitCode {
             pd,
             report: false,
         } => {
-            let only = if serve_load {
+            let only = if rust_docs {
+                bench::Only::RustDocs
+            } else if serve_load {
                 bench::Only::ServeLoad
             } else if let Some(counts) = workers {
                 bench::Only::Workers(counts)

@@ -16,5 +16,6 @@ pub mod checks;
 pub mod freshness;
 pub mod latency;
 pub mod relevance;
+pub mod rust_docs;
 pub mod scale;
 pub mod soak;

@@ -63,7 +63,7 @@ pub const MAX_LIMIT: usize = 1000;
 /// the module docs). Independent of the page asked for, so that every page is a slice of one
 /// order; large enough that a page whose text score is low for its length (a long reference
 /// page) but whose anchors name the query still reaches the top.
-pub const RERANK_POOL: usize = 1000;
+pub const RERANK_POOL: usize = 250;
 
 /// How a query's terms combine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,7 +92,7 @@ impl std::str::FromStr for Mode {
 }
 
 /// What to return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct SearchOptions {
     /// AND or OR.
@@ -109,6 +109,9 @@ pub struct SearchOptions {
     /// ([`RERANK_POOL`] by default; see the module docs). The order, and so every page, depends
     /// on it: keep it the same while paging.
     pub rerank_pool: usize,
+    /// The length floor of BM25's length normalization, as a share of the average length
+    /// ([`rank::LENGTH_FLOOR`] by default; 0: plain BM25).
+    pub length_floor: f64,
 }
 
 impl Default for SearchOptions {
@@ -120,6 +123,7 @@ impl Default for SearchOptions {
             snippets: true,
             max_postings: MAX_POSTINGS_READ,
             rerank_pool: RERANK_POOL,
+            length_floor: rank::LENGTH_FLOOR,
         }
     }
 }
@@ -152,6 +156,12 @@ impl SearchOptions {
     /// Reading at most `max_postings` postings (more refuses the query as too broad).
     pub fn max_postings(mut self, max_postings: usize) -> Self {
         self.max_postings = max_postings;
+        self
+    }
+
+    /// Normalizing pages shorter than `floor` × the average length as if they were that long.
+    pub fn length_floor(mut self, floor: f64) -> Self {
+        self.length_floor = floor;
         self
     }
 
@@ -290,7 +300,8 @@ pub async fn search<S: RowStore>(
         weights.push((term.clone(), idf));
         for (key, posting) in postings {
             let entry = matches.entry(key).or_default();
-            entry.0 += rank::term_score(idf, &posting, average_length);
+            entry.0 +=
+                rank::term_score_with_floor(idf, &posting, average_length, options.length_floor);
             entry.1 += 1;
         }
     }

@@ -18,6 +18,11 @@ pub const TITLE_WEIGHT: f64 = 4.0;
 pub const ANCHOR_WEIGHT: f64 = 1.5;
 /// The weight of the static score `ln(1 + inlinks)`.
 pub const STATIC_WEIGHT: f64 = 0.4;
+/// The shortest length, as a share of the average, that length normalization gives a page:
+/// shorter pages are normalized as if they were this long. BM25 rewards short pages without a
+/// bound, so a stub of a few lines whose title holds the query's words (an old edition's page
+/// that says it moved) outranks the long page it points to.
+pub const LENGTH_FLOOR: f64 = 0.5;
 
 /// BM25's inverse document frequency of a term in `df` of `documents` documents (never
 /// negative).
@@ -27,13 +32,25 @@ pub fn idf(documents: u64, df: u64) -> f64 {
 }
 
 /// One term's BM25 contribution for a page with this posting, given the term's `idf` and the
-/// corpus' average length.
+/// corpus' average length, with the [`LENGTH_FLOOR`].
 pub fn term_score(idf: f64, posting: &Posting, average_length: f64) -> f64 {
+    term_score_with_floor(idf, posting, average_length, LENGTH_FLOOR)
+}
+
+/// [`term_score`] with another length floor (0: plain BM25).
+pub fn term_score_with_floor(
+    idf: f64,
+    posting: &Posting,
+    average_length: f64,
+    length_floor: f64,
+) -> f64 {
     let tf = f64::from(posting.counts.body) + TITLE_WEIGHT * f64::from(posting.counts.title);
     if tf == 0.0 {
         return 0.0;
     }
-    let norm = 1.0 - B + B * f64::from(posting.length) / average_length.max(1.0);
+    let average_length = average_length.max(1.0);
+    let length = f64::from(posting.length).max(length_floor * average_length);
+    let norm = 1.0 - B + B * length / average_length;
     idf * tf * (K1 + 1.0) / (tf + K1 * norm)
 }
 
@@ -73,6 +90,24 @@ mod tests {
         let long = term_score(w, &Posting::new(0, 2, 1000), 100.0);
         assert!(short > long);
         assert_eq!(term_score(w, &Posting::new(0, 0, 10), 100.0), 0.0);
+    }
+
+    #[test]
+    fn pages_below_the_length_floor_score_as_if_that_long() {
+        let w = idf(100, 10);
+        let stub = Posting::new(1, 1, 5);
+        let floor_long = Posting::new(1, 1, (LENGTH_FLOOR * 100.0) as u32);
+        assert_eq!(
+            term_score(w, &stub, 100.0),
+            term_score(w, &floor_long, 100.0)
+        );
+        assert!(term_score_with_floor(w, &stub, 100.0, 0.0) > term_score(w, &stub, 100.0));
+        let long = Posting::new(1, 1, 400);
+        assert_eq!(
+            term_score(w, &long, 100.0),
+            term_score_with_floor(w, &long, 100.0, 0.0),
+            "the floor leaves longer pages alone"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod freshness;
 pub mod micro;
 pub mod oracle_service;
 pub mod report;
+pub mod rust_docs;
 pub mod scale;
 pub mod serve_load;
 pub mod soak;
@@ -48,6 +49,8 @@ pub enum Only {
     ServeLoad,
     /// Worker scaling with these worker counts.
     Workers(Vec<usize>),
+    /// Relevance on the Rust docs.
+    RustDocs,
 }
 
 /// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
@@ -211,6 +214,16 @@ pub fn bench(
         let bin = binaries::build(profile, false)?;
         let remote = Remote::default();
         return figure10::run(&Ctx {
+            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
+            bin: &bin,
+            quick,
+            remote: &remote,
+        });
+    }
+    if only == Only::RustDocs {
+        let bin = binaries::build(profile, false)?;
+        let remote = Remote::default();
+        return rust_docs::run(&Ctx {
             run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
             bin: &bin,
             quick,

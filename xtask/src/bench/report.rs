@@ -20,8 +20,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{
-    OUT, contention, figure10, freshness, micro, oracle_service, read_json, scale, serve_load,
-    soak, tpce, workers,
+    OUT, contention, figure10, freshness, micro, oracle_service, read_json, rust_docs, scale,
+    serve_load, soak, tpce, workers,
 };
 
 /// The key under which a report records how it was run.
@@ -231,6 +231,14 @@ fn sections(dir: &Path) -> Result<Vec<Section>, String> {
             render: |r| {
                 let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
                 (figure10::table(report), Vec::new())
+            },
+        },
+        Section {
+            name: "rust-docs",
+            reports: one(rust_docs::FILE),
+            render: |r| {
+                let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
+                (rust_docs::table(report), rust_docs::headline(report))
             },
         },
         Section {

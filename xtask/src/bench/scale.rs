@@ -57,7 +57,7 @@ pub fn table(reports: &[(String, Value)]) -> String {
         "## Scale: realistic pages loaded, indexed and checked in one process\n\n| backend | pages \
          | HTML MB | load pages/s | run pages/s | end to end pages/s | run CPU ms/page | \
          notifications/s per quarter | last ÷ first | peak RSS MB load / run / check | written \
-         MB | disk ÷ HTML | check s (÷ run) | query p50 / p99 ms (re-ranking 1 000; 100) | \
+         MB | disk ÷ HTML | check s (÷ run) | query p50 / p99 ms (re-ranking the default pool; 100) | \
          violations |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|\n",
     );
     for (backend, r) in reports {

@@ -305,3 +305,93 @@ pub async fn scale(args: &ScaleArgs, namespace: &str) -> Result<(), BoxError> {
         .into())
     }
 }
+
+/// `percolator-bench rust-docs`.
+#[derive(Args, Debug)]
+pub struct RustDocsArgs {
+    /// The store (empty: an embedded database directory is removed first).
+    #[arg(long)]
+    store: StoreSpec,
+    /// Every page of the docs (about 48 000), not CI's subset (the book and 49 std pages).
+    #[arg(long)]
+    full: bool,
+    /// More rerank pools to rank each first page with, besides before and now (comma
+    /// separated).
+    #[arg(long, value_delimiter = ',')]
+    pools: Vec<usize>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+/// The relevance set on the Rust docs: index them with the whole pipeline, then rank every
+/// judged query (see `percolator_bench::webindex::rust_docs`).
+pub async fn rust_docs(args: &RustDocsArgs, namespace: &str) -> Result<(), BoxError> {
+    use percolator_bench::webindex::rust_docs::{self, Corpus, Ranking};
+    let dir = rust_docs::docs_dir().ok_or(
+        "the Rust toolchain's HTML docs are not installed (rustup component add rust-docs)",
+    )?;
+    let corpus = if args.full {
+        Corpus::Full
+    } else {
+        Corpus::Subset
+    };
+    let opened = Opened::fresh(&args.store, namespace).await?;
+    let (store, oracle) = (opened.store(), opened.oracle());
+    let runtime = percolator_observers::Runtime::start(
+        builder(&store, &oracle),
+        percolator_webindex::observers(None),
+        runtime_config(&args.workers),
+    )
+    .await?;
+    let loader = builder(&store, &oracle)
+        .observe_all(&percolator_webindex::observed_columns())
+        .build()
+        .await?;
+    let progress = bar(0, "load");
+    let began = std::time::Instant::now();
+    let pages = rust_docs::pages(&dir, corpus)?;
+    let loaded =
+        percolator_webindex::load_pages(&loader, pages, 16, |_, _| progress.inc(1)).await?;
+    progress.set_message("index");
+    runtime.wait_idle(Duration::from_secs(6 * 3600)).await?;
+    milestone(
+        &progress,
+        &format!(
+            "{} pages loaded and indexed in {:.1} s",
+            loaded.loaded,
+            began.elapsed().as_secs_f64()
+        ),
+    );
+    progress.set_message("queries");
+    let mut rankings = vec![Ranking::BEFORE, Ranking::NOW];
+    for &pool in &args.pools {
+        rankings.push(Ranking {
+            // Lives for the process: a handful of names.
+            name: Box::leak(format!("pool {pool}").into_boxed_str()),
+            pool,
+            length_floor: Ranking::NOW.length_floor,
+        });
+    }
+    let report = rust_docs::evaluate(&loader, corpus, &rankings).await;
+    progress.finish_and_clear();
+    runtime.shutdown().await?;
+    loader.shutdown().await?;
+    drop((store, oracle));
+    opened.close();
+    let report = report?;
+    print!("{}", report.table());
+    write_json(args.json.as_ref(), &report)?;
+    let failures = report.paging_failures();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "paging went wrong for {} queries: {failures:?}",
+            failures.len()
+        )
+        .into())
+    }
+}

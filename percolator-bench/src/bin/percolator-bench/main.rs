@@ -201,6 +201,10 @@ enum Command {
     /// pages/s, notifications/s per quarter of the run, peak RSS per phase, bytes written and on
     /// disk.
     Scale(experiments::ScaleArgs),
+    /// The relevance set on the Rust toolchain's own HTML docs: index them (CI's subset, or
+    /// `--full`), rank every hand-judged query's first page as it is ranked now and as before,
+    /// and page through each; top-1, top-3, MRR and latency per ranking.
+    RustDocs(experiments::RustDocsArgs),
 }
 
 async fn run(cli: Cli) -> Result<(), BoxError> {
@@ -413,6 +417,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Freshness(args) => experiments::freshness(&args, &namespace).await,
         Command::Soak(args) => experiments::soak(&args, &namespace).await,
         Command::Scale(args) => experiments::scale(&args, &namespace).await,
+        Command::RustDocs(args) => experiments::rust_docs(&args, &namespace).await,
     }
 }
 

@@ -1,0 +1,91 @@
+//! The relevance set on real HTML ([`percolator_bench::webindex::rust_docs`]): the Rust
+//! toolchain's book and its most searched standard library pages, indexed by the whole
+//! pipeline on the in-memory backend, then every hand-judged query ranked as a first page is
+//! ranked now and as it was before the rerank pool was fixed. Prints the table; asserts that
+//! every judged answer is in the index, that paging through every query 10 at a time gives the
+//! single request's order, and the scores below. Skipped, saying why, without the docs
+//! (`rustup component add rust-docs`); under `CI` that fails instead.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::sync::Arc;
+
+use percolator_backend_mem::MemStore;
+use percolator_bench::webindex::rust_docs::{self, BASE, Corpus, Ranking};
+use percolator_observers::conformance::{idle, start, writer};
+use percolator_testkit::{Harness, Needs};
+use percolator_webindex as webindex;
+
+async fn rust_docs_rank_their_answers() {
+    let dir = rust_docs::docs_dir().expect("the harness checked for the docs");
+    let store = Arc::new(MemStore::new());
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+    let pages = rust_docs::pages(&dir, Corpus::Subset).unwrap();
+    webindex::load_pages(&client, pages, 8, |_, _| {})
+        .await
+        .unwrap();
+    idle(&runtime).await;
+
+    let report = rust_docs::evaluate(&client, Corpus::Subset, &[Ranking::BEFORE, Ranking::NOW])
+        .await
+        .unwrap();
+    println!("{}", report.table());
+    // Every judged answer in the subset is a page of the index (a typo in the set would count
+    // as a miss), and every case has one there.
+    let txn = client.begin().await.unwrap();
+    for case in &report.cases {
+        let here: Vec<&str> = case
+            .case
+            .answers
+            .iter()
+            .copied()
+            .filter(|a| Corpus::Subset.contains(a))
+            .collect();
+        assert!(
+            !here.is_empty(),
+            "{:?}: no answer in the subset",
+            case.case.query
+        );
+        for answer in here {
+            let url = format!("{BASE}{answer}");
+            let raw = txn
+                .get(webindex::schema::DOCUMENTS, &url, webindex::schema::RAW)
+                .await
+                .unwrap();
+            assert!(raw.is_some(), "{:?}: {url} is not indexed", case.case.query);
+        }
+    }
+    let failures = report.paging_failures();
+    assert!(failures.is_empty(), "paging: {failures:#?}");
+    assert!(report.cases.len() >= 40);
+    // Ranked now, at least as many answers on top and in the top 3 as before, and a better MRR.
+    let (before, now) = (
+        report.scores_of("before").unwrap(),
+        report.scores_of("now").unwrap(),
+    );
+    assert!(
+        now.top1 >= before.top1 && now.top3 >= before.top3 && now.mrr > before.mrr,
+        "{before:?} → {now:?}"
+    );
+    // Two stubs of old editions (a title and a line pointing to the current book) no longer
+    // outrank the chapter: the length floor.
+    let stubbed = report
+        .cases
+        .iter()
+        .find(|c| c.case.query == "environment variables")
+        .unwrap();
+    assert_eq!(report.rank_with(stubbed, "before"), Some(3), "{stubbed:?}");
+    assert_eq!(report.rank_with(stubbed, "now"), Some(1), "{stubbed:?}");
+    runtime.shutdown().await.unwrap();
+}
+
+fn main() -> std::process::ExitCode {
+    Harness::new(&[Needs::RustDocs])
+        .tokio(
+            "rust_docs_rank_their_answers",
+            4,
+            rust_docs_rank_their_answers,
+        )
+        .run()
+}
