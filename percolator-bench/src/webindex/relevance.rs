@@ -140,7 +140,8 @@ impl RelevanceReport {
     }
 }
 
-fn mrr(ranks: impl ExactSizeIterator<Item = Option<usize>>) -> f64 {
+/// Mean reciprocal rank of `ranks` (0 for a query whose answer was not found).
+pub(crate) fn mrr(ranks: impl ExactSizeIterator<Item = Option<usize>>) -> f64 {
     let n = ranks.len().max(1) as f64;
     ranks
         .map(|r| r.map_or(0.0, |r| 1.0 / r as f64))

@@ -30,7 +30,7 @@ use percolator_webindex::search::rank::LENGTH_FLOOR;
 use percolator_webindex::search::{Mode, RERANK_POOL, SearchOptions, search};
 use percolator_webindex::sources::{CrawledPage, html_files, truncate_page};
 
-use super::relevance::check_paging;
+use super::relevance::{check_paging, mrr};
 
 /// The URL the docs tree is served under (pages get `BASE` + their path in the tree).
 pub const BASE: &str = "https://doc.rust-lang.org/";
@@ -766,11 +766,7 @@ pub async fn evaluate<S: RowStore>(
                 ranking,
                 top1: within(1),
                 top3: within(3),
-                mrr: ranks
-                    .iter()
-                    .map(|r| r.map_or(0.0, |r| 1.0 / r as f64))
-                    .sum::<f64>()
-                    / ranks.len().max(1) as f64,
+                mrr: mrr(ranks.iter().copied()),
                 p50_ms: ms.get(ms.len() / 2).copied().unwrap_or(0.0),
                 max_ms: ms.last().copied().unwrap_or(0.0),
             }

@@ -325,8 +325,7 @@ pub async fn search<S: RowStore>(
     // The pool: anchors and inlinks added, strays left out, ordered by the full score.
     let rest = candidates.split_off(candidates.len().min(options.rerank_pool));
     results.scored = candidates.len();
-    let weights = &weights;
-    resolve(&txn, &mut candidates, Some(weights)).await?;
+    resolve(&txn, &mut candidates, Some(&weights)).await?;
     candidates.retain(|c| !c.url.is_empty());
     sort(&mut candidates);
 
@@ -358,7 +357,7 @@ pub async fn search<S: RowStore>(
 async fn resolve<S: RowStore>(
     txn: &Transaction<S>,
     candidates: &mut [Candidate],
-    weights: Option<&Vec<(String, f64)>>,
+    weights: Option<&[(String, f64)]>,
 ) -> Result<()> {
     let chunks: HashSet<&Bytes> = candidates.iter().map(|c| &c.slot.0).collect();
     let directories: HashMap<Bytes, Directory> =

@@ -140,6 +140,22 @@ pub fn backends(choice: &str, pd: Option<&str>) -> Result<Vec<&'static str>, Str
     }
     Ok(all)
 }
+/// Builds the binaries and runs one benchmark that needs no cluster of this run's (it starts
+/// its own, or none).
+fn alone(
+    profile: Profile,
+    quick: bool,
+    run: impl FnOnce(&Ctx<'_>) -> Result<(), String>,
+) -> Result<(), String> {
+    let bin = binaries::build(profile, false)?;
+    let remote = Remote::default();
+    run(&Ctx {
+        run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
+        bin: &bin,
+        quick,
+        remote: &remote,
+    })
+}
 
 /// Runs the benchmarks.
 pub fn bench(
@@ -165,14 +181,7 @@ pub fn bench(
         Profile::Dist
     };
     if only == Only::ServeLoad {
-        let bin = binaries::build(profile, false)?;
-        let remote = Remote::default();
-        return serve_load::run(&Ctx {
-            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
-            bin: &bin,
-            quick,
-            remote: &remote,
-        });
+        return alone(profile, quick, serve_load::run);
     }
     if let Only::Workers(counts) = &only {
         // Worker processes need a cluster (etcd, which the benchmark starts itself); embedded
@@ -194,41 +203,16 @@ pub fn bench(
         {
             return Err(format!("--workers on etcd needs etcd: {reason}"));
         }
-        let bin = binaries::build(profile, false)?;
-        let remote = Remote::default();
-        return workers::run(
-            &Ctx {
-                run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
-                bin: &bin,
-                quick,
-                remote: &remote,
-            },
-            &systems,
-            counts,
-        );
+        return alone(profile, quick, |ctx| workers::run(ctx, &systems, counts));
     }
     if only == Only::Figure10 {
         if let Some(reason) = percolator_etcd_cluster::skip_reason() {
             return Err(format!("Figure 10 needs etcd: {reason}"));
         }
-        let bin = binaries::build(profile, false)?;
-        let remote = Remote::default();
-        return figure10::run(&Ctx {
-            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
-            bin: &bin,
-            quick,
-            remote: &remote,
-        });
+        return alone(profile, quick, figure10::run);
     }
     if only == Only::RustDocs {
-        let bin = binaries::build(profile, false)?;
-        let remote = Remote::default();
-        return rust_docs::run(&Ctx {
-            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
-            bin: &bin,
-            quick,
-            remote: &remote,
-        });
+        return alone(profile, quick, rust_docs::run);
     }
     let systems = backends(choice, pd.as_deref())?;
     if let Only::Scale { docs } = only {
@@ -241,15 +225,7 @@ pub fn bench(
         if local.is_empty() {
             return Err("--scale runs on the in-process backends: mem, fjall, sled or all".into());
         }
-        let bin = binaries::build(profile, false)?;
-        let remote = Remote::default();
-        let ctx = Ctx {
-            run: report::RunInfo::now(bin.bench_path().as_os_str(), quick),
-            bin: &bin,
-            quick,
-            remote: &remote,
-        };
-        return scale::run(&ctx, &local, docs);
+        return alone(profile, quick, |ctx| scale::run(ctx, &local, docs));
     }
     // etcd: the cluster in PERCOLATOR_ETCD_ENDPOINTS, else 3 members on loopback for this run
     // (stopped when `_cluster` drops at the end).
