@@ -77,6 +77,26 @@ async fn rust_docs_rank_their_answers() {
         .unwrap();
     assert_eq!(report.rank_with(stubbed, "before"), Some(3), "{stubbed:?}");
     assert_eq!(report.rank_with(stubbed, "now"), Some(1), "{stubbed:?}");
+    // A word past the first 512 KiB of a page's HTML (the old cut): pages are kept whole now.
+    let driftsort = webindex::search(&client, "driftsort", &webindex::SearchOptions::default())
+        .await
+        .unwrap();
+    // Vec's page documents the slice methods too (Vec derefs to a slice): both are answers.
+    let slice = format!("{BASE}std/primitive.slice.html");
+    assert!(
+        driftsort.hits.iter().any(|h| h.url == slice),
+        "{driftsort:#?}"
+    );
+    let answers = report
+        .cases
+        .iter()
+        .find(|c| c.case.query == "driftsort")
+        .unwrap();
+    assert_eq!(report.rank_with(answers, "now"), Some(1), "{answers:?}");
+    let sizes = webindex::sizes::read(&client.begin().await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(sizes.cut_pages, 0, "{sizes:?}");
     runtime.shutdown().await.unwrap();
 }
 

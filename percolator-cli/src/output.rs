@@ -283,6 +283,10 @@ pub(crate) fn sizes_table(s: &webindex::IndexSizes, pending: u64) -> String {
         "web index",
         &[
             ("documents", s.documents.to_string()),
+            (
+                "pages stored cut (over the page limit)",
+                s.cut_pages.to_string(),
+            ),
             ("clusters in the index", s.clusters.to_string()),
             ("duplicates (and not yet indexed)", s.duplicates.to_string()),
             ("link targets", s.link_targets.to_string()),
@@ -305,6 +309,11 @@ pub(crate) fn load_table(r: &LoadReport) -> String {
             ("pages loaded", r.loaded.to_string()),
             ("unchanged", r.unchanged.to_string()),
             ("skipped (bad URL)", r.skipped.to_string()),
+            (
+                // Loaded all the same, with the first part of their HTML.
+                "cut (over the page limit)",
+                r.cut.to_string(),
+            ),
             ("time", format!("{:.2} s", r.elapsed.as_secs_f64())),
             (
                 // Every page read counts, so an unchanged reload shows its real speed.
@@ -399,6 +408,10 @@ pub(crate) fn summary_table(s: &webindex::IndexSummary) -> String {
         "web index",
         &[
             ("documents", s.documents.to_string()),
+            (
+                "pages stored cut (over the page limit)",
+                s.cut_pages.to_string(),
+            ),
             ("processed", s.processed.to_string()),
             ("duplicate clusters (canonicals)", s.clusters.to_string()),
             ("duplicates", s.duplicates.to_string()),

@@ -13,6 +13,11 @@ use std::process::Command;
 use bytes::Bytes;
 use percolator_webindex::{CrawledPage, warc};
 
+#[path = "common/cut_pages.rs"]
+mod cut_pages;
+
+use cut_pages::cell;
+
 fn percolator(db: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_percolator"))
         .arg("--db")
@@ -63,15 +68,6 @@ const TABLES: [&str; 10] = [
     "corpus",
     "sizes",
 ];
-
-/// The value column of the table row named `key`.
-fn cell(out: &str, key: &str) -> String {
-    out.lines()
-        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
-        .find(|cols| cols.get(1) == Some(&key))
-        .and_then(|cols| cols.get(2).map(|v| (*v).to_owned()))
-        .unwrap_or_else(|| panic!("no row {key:?} in:\n{out}"))
-}
 
 fn page(url: &str, text: &str) -> CrawledPage {
     CrawledPage {
@@ -568,30 +564,72 @@ fn scan_names_tables_shows_inline_values_and_whole_values() {
     assert!(ok && whole.contains("</html>"), "{whole}");
 }
 
-/// `load --dir`: a file that cannot be read is skipped and named, the others load; a page over
-/// 512 KiB is cut, and both are counted.
+/// `load --dir` and `--warc`: a file that cannot be read is skipped and named, the others load;
+/// a page over `--max-page-bytes` is loaded cut, and every path counts it the same way, in the
+/// load's table and in `webindex stats` (kept sizes the check recounts). Loaded again whole
+/// with the default limit (16 MiB), its last word is found.
 #[cfg(target_os = "linux")]
 #[test]
-fn load_dir_skips_unreadable_files_and_counts_cut_pages() {
+fn loads_count_cut_pages_the_same_way_on_every_path() {
+    use cut_pages::{CUT_ROW, LIMIT, STORED_CUT_ROW};
+
     let dir = tempfile::tempdir().unwrap();
-    let pages = dir.path().join("pages");
-    std::fs::create_dir(&pages).unwrap();
-    std::fs::write(pages.join("a.html"), "<p>fine</p>").unwrap();
-    std::fs::write(pages.join("big.html"), "x".repeat(600 * 1024)).unwrap();
+    let (pages, warc_path) = cut_pages::write(dir.path());
     // Listed as a regular file, but reading it fails (EIO at offset 0).
     std::os::unix::fs::symlink("/proc/self/mem", pages.join("broken.html")).unwrap();
     let db = dir.path().join("db");
-    let (ok, out) = percolator(&db, &["webindex", "load", "--dir", pages.to_str().unwrap()]);
+    let (pages, warc_path) = (pages.to_str().unwrap(), warc_path.to_str().unwrap());
+    let load_dir = ["webindex", "load", "--dir", pages];
+
+    let (ok, out) = percolator(&db, &[&load_dir[..], &LIMIT].concat());
     assert!(ok, "{out}");
     assert!(
         out.contains("skipped unreadable file") && out.contains("broken.html"),
         "{out}"
     );
-    assert!(
-        out.contains("1 unreadable (skipped), 1 cut to 512 KiB"),
+    assert!(out.contains("1 unreadable (skipped)"), "{out}");
+    assert_eq!(
+        (cell(&out, "pages loaded"), cell(&out, CUT_ROW)),
+        ("2".into(), "1".into()),
         "{out}"
     );
-    assert_eq!(cell(&out, "pages loaded"), "2", "{out}");
+    // The same pages again: unchanged, the cut one too.
+    let (ok, out) = percolator(&db, &[&load_dir[..], &LIMIT].concat());
+    assert!(ok, "{out}");
+    assert_eq!(
+        (cell(&out, "unchanged"), cell(&out, CUT_ROW)),
+        ("2".into(), "0".into()),
+        "{out}"
+    );
+    let (ok, out) = percolator(
+        &db,
+        &[&["webindex", "load", "--warc", warc_path][..], &LIMIT].concat(),
+    );
+    assert!(ok, "{out}");
+    assert_eq!(cell(&out, CUT_ROW), "1", "{out}");
+    let (ok, out) = percolator(&db, &["webindex", "stats"]);
+    assert!(ok, "{out}");
+    assert_eq!(cell(&out, STORED_CUT_ROW), "2", "{out}");
+
+    // The directory again with the default limit: the page is whole now, and found by its last
+    // word; the WARC's copy stays cut.
+    let (ok, out) = percolator(&db, &load_dir);
+    assert!(ok, "{out}");
+    assert_eq!(
+        (cell(&out, "pages loaded"), cell(&out, CUT_ROW)),
+        ("1".into(), "0".into()),
+        "{out}"
+    );
+    let (ok, out) = percolator(&db, &["webindex", "run"]);
+    assert!(ok, "{out}");
+    for command in ["stats", "check"] {
+        let (ok, out) = percolator(&db, &["webindex", command]);
+        assert!(ok, "{out}");
+        assert_eq!(cell(&out, STORED_CUT_ROW), "1", "{command}: {out}");
+    }
+    let (ok, out) = percolator(&db, &["webindex", "query", "zebrafinch"]);
+    assert!(ok && out.contains("http://localhost/big.html"), "{out}");
+    assert!(!out.contains("warc.example"), "{out}");
 }
 
 /// Deleted pages leave the index: `load --dir --delete-missing` deletes what the directory no

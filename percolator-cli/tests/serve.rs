@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/cut_pages.rs"]
+mod cut_pages;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -320,4 +323,43 @@ fn serve_collects_the_garbage_recrawls_leave() {
     let (code, out) = percolator(&db, &["webindex", "check"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("invariants: all hold"), "{out}");
+}
+
+/// Through the server, cut pages are counted as they are offline (`cli.rs`): `load --dir` and
+/// `load --warc` report them in the load table, with the server's `--max-page-bytes`, and
+/// `webindex stats` counts the pages stored cut.
+#[test]
+fn loads_through_the_server_count_cut_pages() {
+    use cut_pages::{CUT_ROW, LIMIT, STORED_CUT_ROW, cell};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (pages, warc_path) = cut_pages::write(dir.path());
+    let (server, lines, url) = serve(&db, &LIMIT, Stdio::inherit());
+
+    let (code, out) = percolator(&db, &["webindex", "load", "--dir", pages.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("loaded through the server at {url}")),
+        "{out}"
+    );
+    assert_eq!(
+        (cell(&out, "pages loaded"), cell(&out, CUT_ROW)),
+        ("2".into(), "1".into()),
+        "{out}"
+    );
+    let (code, out) = percolator(
+        &db,
+        &["webindex", "load", "--warc", warc_path.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        (cell(&out, "pages loaded"), cell(&out, CUT_ROW)),
+        ("1".into(), "1".into()),
+        "{out}"
+    );
+    let (code, out) = percolator(&db, &["webindex", "stats"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(cell(&out, STORED_CUT_ROW), "2", "{out}");
+    stop(server, lines);
 }

@@ -143,17 +143,13 @@ async fn load<S: RowStore, E: std::fmt::Display>(
     shared: &Shared<S>,
     pages: impl IntoIterator<Item = Result<CrawledPage, E>>,
 ) -> Result<IngestReport, ApiError> {
-    let report = webindex::load_pages(
-        shared.client(),
-        pages,
-        shared.load_concurrency,
-        |url, outcome| {
-            if outcome == PageOutcome::Loaded {
+    let report =
+        webindex::load_pages_checked(shared.client(), pages, shared.load, |url, outcome| {
+            if outcome == Ok(PageOutcome::Loaded) {
                 shared.ingested(Bytes::copy_from_slice(url.as_bytes()));
             }
-        },
-    )
-    .await?;
+        })
+        .await?;
     count(&shared.pages_loaded, report.loaded);
     count(&shared.pages_unchanged, report.unchanged);
     count(&shared.pages_skipped, report.skipped);
@@ -162,6 +158,7 @@ async fn load<S: RowStore, E: std::fmt::Display>(
         loaded: report.loaded,
         unchanged: report.unchanged,
         skipped: report.skipped,
+        truncated: report.cut,
         ..IngestReport::default()
     })
 }
@@ -175,7 +172,7 @@ async fn ingest_pages<S: RowStore>(
     let pages = pages.into_iter().map(|p| {
         Ok::<_, std::convert::Infallible>(CrawledPage {
             url: p.url,
-            html: webindex::sources::truncate_page(Bytes::from(p.html)),
+            html: Bytes::from(p.html),
         })
     });
     Ok(Json(load(&shared, pages).await?))
@@ -231,6 +228,7 @@ async fn ingest_warc<S: RowStore>(
         report.loaded += loaded.loaded;
         report.unchanged += loaded.unchanged;
         report.skipped += loaded.skipped;
+        report.truncated += loaded.truncated;
     }
     parser
         .await
@@ -243,7 +241,6 @@ async fn ingest_warc<S: RowStore>(
     report.other_records = report
         .records
         .saturating_sub(counts.pages.load(Relaxed) + bad_urls);
-    report.truncated = counts.truncated.load(Relaxed);
     Ok(Json(report))
 }
 

@@ -50,6 +50,9 @@ pub struct ServerConfig {
     pub runtime: RuntimeConfig,
     /// Pages an ingest loads at once.
     pub load_concurrency: usize,
+    /// The most HTML kept of a page (16 MiB by default); longer pages are cut, and counted as
+    /// `truncated` in the ingest reports. See `percolator_webindex::LoadConfig`.
+    pub max_page_bytes: usize,
     /// Who may do what: the token and the read access.
     pub access: Access,
 }
@@ -61,8 +64,16 @@ impl ServerConfig {
             listen,
             runtime: RuntimeConfig::default(),
             load_concurrency: 8,
+            max_page_bytes: webindex::raw::DEFAULT_MAX_PAGE_BYTES,
             access,
         }
+    }
+
+    /// Keeping at most `max_page_bytes` of a page's HTML.
+    #[must_use]
+    pub fn with_max_page_bytes(mut self, max_page_bytes: usize) -> Self {
+        self.max_page_bytes = max_page_bytes;
+        self
     }
 
     /// With these runtime settings.
@@ -124,7 +135,9 @@ impl<S: RowStore> Server<S> {
             config.runtime,
         )
         .await?;
-        let shared = Arc::new(state::Shared::new(runtime, config.load_concurrency));
+        let load = webindex::LoadConfig::new(config.load_concurrency.max(1))
+            .with_max_page_bytes(config.max_page_bytes);
+        let shared = Arc::new(state::Shared::new(runtime, load));
         let background = vec![
             tokio::spawn(state::sample(Arc::clone(&shared))),
             tokio::spawn(state::follow_clustering(Arc::clone(&shared), clustered)),

@@ -83,7 +83,8 @@ struct LastCheck {
 pub struct Shared<S: RowStore> {
     pub(crate) runtime: Arc<Runtime<S>>,
     pub(crate) started: Instant,
-    pub(crate) load_concurrency: usize,
+    /// How ingests load pages.
+    pub(crate) load: percolator_webindex::LoadConfig,
     samples: Samples,
     ingested: std::sync::Mutex<HashMap<Bytes, Instant>>,
     pub(crate) freshness: Histogram,
@@ -133,11 +134,11 @@ impl Samples {
 }
 
 impl<S: RowStore> Shared<S> {
-    pub(crate) fn new(runtime: Runtime<S>, load_concurrency: usize) -> Self {
+    pub(crate) fn new(runtime: Runtime<S>, load: percolator_webindex::LoadConfig) -> Self {
         Self {
             runtime: Arc::new(runtime),
             started: Instant::now(),
-            load_concurrency: load_concurrency.max(1),
+            load,
             samples: Default::default(),
             ingested: std::sync::Mutex::new(HashMap::new()),
             freshness: Histogram::default(),

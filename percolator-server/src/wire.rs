@@ -28,7 +28,9 @@ pub struct IngestReport {
     pub records: usize,
     /// WARC records that were not an HTML page, skipped.
     pub other_records: usize,
-    /// Pages cut to the size limit.
+    /// Pages stored with less than their whole HTML: longer than the server's limit (16 MiB
+    /// unless `serve --max-page-bytes` says otherwise), or than the store's largest value
+    /// once compressed. Counted by the loader, the same way for both ingest APIs.
     pub truncated: usize,
 }
 

@@ -264,3 +264,49 @@ async fn the_api_ingests_searches_and_reports() {
     let stats = server.shutdown().await.unwrap();
     assert!(stats.notifications_processed > 0);
 }
+
+/// Both ingest APIs count cut pages the same way, as the loader cuts them: a page over the
+/// server's `max_page_bytes` is stored cut and counted in `truncated`, a short one is not, and
+/// the stats count the pages stored cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_ingest_apis_count_cut_pages() {
+    let store = Arc::new(MemStore::new());
+    let token = Token::generate();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), Access::new(token.clone()))
+        .with_runtime(test_runtime_config())
+        .with_max_page_bytes(2_000);
+    let server = Server::start(test_client(&store), config).await.unwrap();
+    let remote = Remote::new(server.url()).with_token(token);
+    let long = format!("<p>{}</p>", "long words ".repeat(500));
+
+    let report = remote
+        .ingest_pages(&[
+            page("http://short.example/", "<p>short</p>"),
+            page("http://long.example/", &long),
+        ])
+        .await
+        .unwrap();
+    assert_eq!((report.loaded, report.truncated), (2, 1), "{report:?}");
+
+    let mut warc_bytes = Vec::new();
+    warc::write_warc(
+        &mut warc_bytes,
+        &[
+            CrawledPage {
+                url: "http://short.example/warc".into(),
+                html: Bytes::from_static(b"<p>short</p>"),
+            },
+            CrawledPage {
+                url: "http://long.example/warc".into(),
+                html: Bytes::from(long),
+            },
+        ],
+        true,
+    )
+    .unwrap();
+    let report = remote.ingest_warc(warc_bytes.into()).await.unwrap();
+    assert_eq!((report.loaded, report.truncated), (2, 1), "{report:?}");
+    settle(&remote).await;
+    assert_eq!(remote.stats().await.unwrap().sizes.cut_pages, 2);
+    server.shutdown().await.unwrap();
+}

@@ -19,6 +19,13 @@ use crate::terms::PageTerms;
 pub const MAX_LINKS: usize = 100;
 /// The longest anchor text (in chars) [`parse_page`] keeps per link.
 pub const MAX_ANCHOR_CHARS: usize = 200;
+/// The most visible body text (in chars) [`parse_page`] indexes per page: pages are parsed
+/// whole (up to 16 MiB of HTML: see [`crate::raw`]), and this bounds what one page adds to the
+/// index and its hash instead. 4 Mi chars hold the text of every page of the Rust
+/// toolchain's docs, the largest 8 MiB of HTML.
+pub const MAX_TEXT_CHARS: usize = 4 * 1024 * 1024;
+/// The longest title (in chars) [`parse_page`] keeps.
+pub const MAX_TITLE_CHARS: usize = 1024;
 
 /// One outgoing link of a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +39,8 @@ pub struct Link {
 /// What the indexer extracts from one page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedPage {
-    /// The text of `<title>`, whitespace-collapsed (empty when there is none).
+    /// The text of `<title>`, whitespace-collapsed (empty when there is none), at most
+    /// [`MAX_TITLE_CHARS`] chars.
     pub title: String,
     /// Every distinct term of the title and the body, with counts (see [`PageTerms::of`]).
     pub terms: PageTerms,
@@ -331,8 +339,8 @@ impl Walker {
             body: 0,
             in_title: 0,
             title_done: false,
-            title: TextBuf::default(),
-            body_text: TextBuf::default(),
+            title: TextBuf::with_limit(MAX_TITLE_CHARS),
+            body_text: TextBuf::with_limit(MAX_TEXT_CHARS),
             open_anchors: Vec::new(),
             links: Vec::new(),
             seen_targets: HashSet::new(),
@@ -686,6 +694,20 @@ mod tests {
         let no_title = parse_page(BASE, b"<body>just text</body>");
         assert_eq!(no_title.title, "");
         assert_eq!(terms(&no_title), ["just", "text"]);
+    }
+
+    #[test]
+    fn indexed_text_and_title_are_bounded_not_the_parse() {
+        // A link after the text bound is still found: the whole page is parsed.
+        let words = "ab ".repeat(MAX_TEXT_CHARS / 3 + 10);
+        let html = format!(
+            "<title>{}</title><p>{words}tailword</p><a href=\"/late\">late</a>",
+            "t".repeat(MAX_TITLE_CHARS + 50)
+        );
+        let page = parse_page(BASE, html.as_bytes());
+        assert!(page.terms.contains("ab") && !page.terms.contains("tailword"));
+        assert_eq!(page.title.chars().count(), MAX_TITLE_CHARS);
+        assert_eq!(page.links.len(), 1);
     }
 
     #[test]

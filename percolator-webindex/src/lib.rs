@@ -19,6 +19,7 @@ pub mod html;
 pub mod load;
 pub mod pipeline;
 pub mod postings;
+pub mod raw;
 pub mod schema;
 pub mod search;
 pub mod sizes;
@@ -30,8 +31,8 @@ pub mod warc;
 
 pub use check::{CheckReport, IndexSummary, check};
 pub use load::{
-    LoadError, LoadReport, PageOutcome, delete_missing, delete_page, load_page, load_page_checked,
-    load_pages, load_pages_checked,
+    LoadConfig, LoadError, LoadReport, PageOutcome, delete_missing, delete_page, load_page,
+    load_page_checked, load_pages, load_pages_checked,
 };
 pub use pipeline::{Clustered, PipelineConfig, observed_columns, observers, observers_with};
 pub use search::{Hit, Mode, SearchOptions, SearchResults, search};

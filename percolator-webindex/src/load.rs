@@ -17,7 +17,44 @@ use percolator_core::{Client, Result, RowStore};
 
 use super::schema::{DOCUMENTS, RAW};
 use super::sources::CrawledPage;
+use crate::raw;
+use crate::sizes::{self, SizeCounts};
 use crate::url::{BadUrl, normalize};
+
+/// How pages are loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadConfig {
+    /// Page transactions in flight (at least 1).
+    pub concurrency: usize,
+    /// The most HTML kept of a page, in bytes ([`raw::DEFAULT_MAX_PAGE_BYTES`], 16 MiB, by
+    /// default); longer pages are cut, and counted in [`LoadReport::cut`]. The store's largest
+    /// value can cut a page shorter still ([`raw::fit`]).
+    pub max_page_bytes: usize,
+}
+
+impl LoadConfig {
+    /// `concurrency` transactions in flight, pages kept up to the default size.
+    pub fn new(concurrency: usize) -> Self {
+        Self {
+            concurrency,
+            max_page_bytes: raw::DEFAULT_MAX_PAGE_BYTES,
+        }
+    }
+
+    /// Keeps at most `max_page_bytes` of a page's HTML.
+    #[must_use]
+    pub fn with_max_page_bytes(mut self, max_page_bytes: usize) -> Self {
+        self.max_page_bytes = max_page_bytes;
+        self
+    }
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Self::new(8)
+    }
+}
 
 /// What a load did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,6 +65,9 @@ pub struct LoadReport {
     pub unchanged: usize,
     /// Pages refused because [`normalize`] refused their URL (not stored): "skipped (bad URL)".
     pub skipped: usize,
+    /// Pages written (counted in `loaded`) with less than their whole HTML: longer than
+    /// [`LoadConfig::max_page_bytes`], or than the store's largest value once compressed.
+    pub cut: usize,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -49,7 +89,11 @@ pub enum PageOutcome {
 /// [`load_page_checked`] answers [`LoadError::BadUrl`] with the reason instead.
 pub async fn load_page<S: RowStore>(client: &Client<S>, page: CrawledPage) -> Result<PageOutcome> {
     match normalize(&page.url) {
-        Ok(url) => store_page(client, url, page.html).await,
+        Ok(url) => Ok(
+            store_page(client, url, page.html, raw::DEFAULT_MAX_PAGE_BYTES)
+                .await?
+                .outcome,
+        ),
         Err(_) => Ok(PageOutcome::Skipped),
     }
 }
@@ -62,32 +106,73 @@ pub async fn load_page_checked<S: RowStore>(
     page: CrawledPage,
 ) -> std::result::Result<PageOutcome, LoadError> {
     let url = normalize(&page.url)?;
-    Ok(store_page(client, url, page.html).await?)
+    Ok(
+        store_page(client, url, page.html, raw::DEFAULT_MAX_PAGE_BYTES)
+            .await?
+            .outcome,
+    )
 }
 
-/// Writes `html` under `url` (already normalized), unless it is stored already.
+/// What storing one page did.
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    outcome: PageOutcome,
+    /// Written with less than its whole HTML.
+    cut: bool,
+}
+
+/// Writes `html` under `url` (already normalized), as much of it as fits ([`raw::fit`]),
+/// unless the same is stored already. A page stored cut, or a cut one replaced, changes the
+/// kept count of cut pages in the same transaction.
 async fn store_page<S: RowStore>(
     client: &Client<S>,
     url: String,
     html: Bytes,
-) -> Result<PageOutcome> {
+    max_page_bytes: usize,
+) -> Result<Stored> {
     let url = Bytes::from(url);
+    let max_value_bytes = client.store().limits().max_value_bytes;
+    // Compressing is CPU work of milliseconds for the largest pages: done once, before the
+    // transaction (which a conflict re-runs).
+    let fitted = raw::fit(&html, max_page_bytes, max_value_bytes);
+    let kept = html.slice(..fitted.kept);
+    let cell = fitted.cell;
+    let cut = fitted.cut;
     client
-        .run(|txn| -> BoxFuture<'_, Result<PageOutcome>> {
-            let url = url.clone();
-            let html = html.clone();
+        .run(|txn| -> BoxFuture<'_, Result<Stored>> {
+            let (url, kept, cell) = (url.clone(), kept.clone(), cell.clone());
             Box::pin(async move {
-                if txn.get(DOCUMENTS, &url, RAW).await?.as_ref() == Some(&html) {
-                    return Ok(PageOutcome::Unchanged);
+                let old = txn.get(DOCUMENTS, &url, RAW).await?;
+                let old_cut = old.as_deref().is_some_and(raw::is_cut);
+                let same = old.as_ref().is_some_and(|old| {
+                    old == &cell
+                        || raw::decode(old).is_ok_and(|page| page.cut == cut && page.html == kept)
+                });
+                if same {
+                    return Ok(Stored {
+                        outcome: PageOutcome::Unchanged,
+                        cut,
+                    });
                 }
-                txn.set(DOCUMENTS, &url, RAW, html)?;
-                Ok(PageOutcome::Loaded)
+                txn.set(DOCUMENTS, &url, RAW, cell)?;
+                sizes::add(
+                    txn,
+                    SizeCounts {
+                        cut_pages: i64::from(cut) - i64::from(old_cut),
+                        ..SizeCounts::default()
+                    },
+                )?;
+                Ok(Stored {
+                    outcome: PageOutcome::Loaded,
+                    cut,
+                })
             })
         })
         .await
 }
 
-/// Loads `pages` with up to `concurrency` transactions in flight, calling `progress` with the
+/// Loads `pages` with up to `concurrency` transactions in flight (pages kept up to the default
+/// size: [`load_pages_checked`] takes a [`LoadConfig`]), calling `progress` with the
 /// URL and outcome right after each page's transaction ends: the URL as stored (normalized), or
 /// for a page refused for its URL ([`PageOutcome::Skipped`]) the URL as given — unchecked, so
 /// it may hold anything, control characters included. [`load_pages_checked`] also says why a
@@ -108,19 +193,25 @@ where
 {
     // `move`: the future holds `progress` itself, as `load_pages_checked` holds its own (a
     // borrow held across its awaits would make the future `Send` only for a `Sync` callback).
-    load_pages_checked(client, pages, concurrency, move |url, outcome| {
-        progress(url, outcome.unwrap_or(PageOutcome::Skipped));
-    })
+    load_pages_checked(
+        client,
+        pages,
+        LoadConfig::new(concurrency),
+        move |url, outcome| {
+            progress(url, outcome.unwrap_or(PageOutcome::Skipped));
+        },
+    )
     .await
 }
 
-/// [`load_pages`], calling `progress` with `Err` and the [`BadUrl`] (which names the reason)
-/// for a page refused for its URL, where [`load_pages`] passes [`PageOutcome::Skipped`]. Such a
-/// page is counted as `skipped` all the same; the load goes on.
+/// [`load_pages`] as `config` says, calling `progress` with `Err` and the [`BadUrl`] (which
+/// names the reason) for a page refused for its URL, where [`load_pages`] passes
+/// [`PageOutcome::Skipped`]. Such a page is counted as `skipped` all the same; the load goes
+/// on.
 pub async fn load_pages_checked<S, I, E>(
     client: &Client<S>,
     pages: I,
-    concurrency: usize,
+    config: LoadConfig,
     progress: impl Fn(&str, std::result::Result<PageOutcome, &BadUrl>),
 ) -> std::result::Result<LoadReport, LoadError>
 where
@@ -141,15 +232,21 @@ where
     let mut results = futures::stream::iter(pages)
         .map(|page| async move {
             match normalize(&page.url) {
-                Ok(url) => store_page(client, url.clone(), page.html)
+                Ok(url) => store_page(client, url.clone(), page.html, config.max_page_bytes)
                     .await
-                    .map(|outcome| (url, Ok(outcome))),
+                    .map(|stored| (url, Ok(stored))),
                 Err(bad) => Ok((page.url, Err(bad))),
             }
         })
-        .buffer_unordered(concurrency.max(1));
+        .buffer_unordered(config.concurrency.max(1));
     while let Some(result) = results.next().await {
-        let (url, outcome) = result?;
+        let (url, stored) = result?;
+        let outcome = stored.map(|stored| {
+            if stored.cut && stored.outcome == PageOutcome::Loaded {
+                report.cut += 1;
+            }
+            stored.outcome
+        });
         match &outcome {
             Ok(PageOutcome::Loaded) => report.loaded += 1,
             Ok(PageOutcome::Unchanged) => report.unchanged += 1,
@@ -197,10 +294,19 @@ pub async fn delete_page<S: RowStore>(client: &Client<S>, url: &[u8]) -> Result<
         .run(|txn| -> BoxFuture<'_, Result<bool>> {
             let url = url.clone();
             Box::pin(async move {
-                if txn.get(DOCUMENTS, &url, RAW).await?.is_none() {
+                let Some(old) = txn.get(DOCUMENTS, &url, RAW).await? else {
                     return Ok(false);
-                }
+                };
                 txn.delete(DOCUMENTS, &url, RAW)?;
+                if raw::is_cut(&old) {
+                    sizes::add(
+                        txn,
+                        SizeCounts {
+                            cut_pages: -1,
+                            ..SizeCounts::default()
+                        },
+                    )?;
+                }
                 Ok(true)
             })
         })

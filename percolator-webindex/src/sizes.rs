@@ -8,6 +8,8 @@
 //!   deleted; the links it adds or drops), here in [`SIZES`];
 //! - link targets: the link forwarder (a target that gains its first anchor or loses its
 //!   last), here in [`SIZES`];
+//! - cut pages: the loader (a page stored cut, or a cut page replaced or deleted: see
+//!   [`crate::raw`]), here in [`SIZES`];
 //! - clusters in the index, their total length and their postings: the inverter, in its
 //!   shard's [`CorpusCounts`] (which ranking reads anyway).
 //!
@@ -49,15 +51,24 @@ pub struct SizeCounts {
     pub inlinks: i64,
     /// Link targets with at least one anchor.
     pub link_targets: i64,
+    /// Pages stored cut ([`crate::raw`]): longer than the loader's limit, or than the store's
+    /// largest value once compressed.
+    #[serde(default)]
+    pub cut_pages: i64,
 }
 
 impl SizeCounts {
-    /// `<documents> <inlinks> <link_targets>` (readable in `percolator scan`).
+    /// `<documents> <inlinks> <link_targets> <cut_pages>` (readable in `percolator scan`).
     pub fn encode(&self) -> Bytes {
-        format!("{} {} {}", self.documents, self.inlinks, self.link_targets).into()
+        format!(
+            "{} {} {} {}",
+            self.documents, self.inlinks, self.link_targets, self.cut_pages
+        )
+        .into()
     }
 
-    /// Decodes [`Self::encode`]; `None` when `bytes` are not its form.
+    /// Decodes [`Self::encode`], and the three-field form written before cut pages were
+    /// counted (none, then); `None` when `bytes` are neither.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut fields = text.split(' ').map(|f| f.parse::<i64>().ok());
@@ -65,6 +76,7 @@ impl SizeCounts {
             documents: fields.next()??,
             inlinks: fields.next()??,
             link_targets: fields.next()??,
+            cut_pages: fields.next().unwrap_or(Some(0))?,
         };
         fields.next().is_none().then_some(counts)
     }
@@ -75,6 +87,7 @@ impl SizeCounts {
             documents: self.documents + other.documents,
             inlinks: self.inlinks + other.inlinks,
             link_targets: self.link_targets + other.link_targets,
+            cut_pages: self.cut_pages + other.cut_pages,
         }
     }
 
@@ -121,6 +134,10 @@ pub struct IndexSizes {
     pub link_targets: i64,
     /// Anchors: one per (page, link target) pair.
     pub inlinks: i64,
+    /// Pages stored cut: longer than the loader's limit, or than the store's largest value
+    /// once compressed ([`crate::raw`]).
+    #[serde(default)]
+    pub cut_pages: i64,
     /// Index entries: (term, cluster) pairs.
     pub postings: i64,
     /// Tokens of the clusters in the index, summed.
@@ -189,6 +206,7 @@ pub async fn read<S: RowStore>(txn: &Transaction<S>) -> Result<IndexSizes> {
         sizes.documents += summed.counts.documents;
         sizes.inlinks += summed.counts.inlinks;
         sizes.link_targets += summed.counts.link_targets;
+        sizes.cut_pages += summed.counts.cut_pages;
         sizes.unfolded += summed.deltas;
         sizes.malformed += summed.malformed;
     }
@@ -218,9 +236,26 @@ mod tests {
             documents: 3,
             inlinks: -7,
             link_targets: 2,
+            cut_pages: -1,
         };
         assert_eq!(SizeCounts::decode(&counts.encode()), Some(counts));
-        for bad in [&b""[..], b"1 2", b"1 2 3 4", b"1 x 3", b"\xff", b" 1 2 3"] {
+        // The form from before cut pages were counted.
+        assert_eq!(
+            SizeCounts::decode(b"3 -7 2"),
+            Some(SizeCounts {
+                cut_pages: 0,
+                ..counts
+            })
+        );
+        for bad in [
+            &b""[..],
+            b"1 2",
+            b"1 2 3 4 5",
+            b"1 2 3 x",
+            b"1 x 3",
+            b"\xff",
+            b" 1 2 3",
+        ] {
             assert_eq!(SizeCounts::decode(bad), None, "{bad:?}");
         }
         assert_eq!(delta_column(255), Bytes::from_static(b"d:00000000000000ff"));
@@ -233,6 +268,7 @@ mod tests {
             documents: 1,
             inlinks: 2,
             link_targets: 0,
+            cut_pages: 1,
         };
         let cells = [
             (Bytes::from_static(TOTAL), one.encode()),

@@ -1,50 +1,28 @@
 //! Crawled pages and the simplest source of them: a directory of HTML files.
 //!
 //! Every input of the web-indexing pipeline (a directory tree, a WARC file, the
-//! synthetic crawl) produces [`CrawledPage`]s. Pages are capped at
-//! [`MAX_PAGE_BYTES`] by [`truncate_page`] so that one huge document cannot
-//! dominate a transaction or the parser's memory.
+//! synthetic crawl) produces [`CrawledPage`]s, whole: the loader decides how much of a page
+//! to keep, and counts the pages it cuts ([`crate::load`]). A file is read only up to one byte
+//! past [`HtmlFiles::with_max_page_bytes`], so that a huge file costs no more memory than the
+//! loader would keep.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use url::Url;
 
+use crate::raw;
 use crate::url::normalize;
-
-/// The largest page (in bytes) any source hands to the pipeline; longer pages
-/// are cut by [`truncate_page`].
-pub const MAX_PAGE_BYTES: usize = 512 * 1024;
 
 /// One crawled page: its URL and raw HTML bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrawledPage {
     /// The URL the page was fetched from.
     pub url: String,
-    /// The raw (undecoded) HTML bytes, at most [`MAX_PAGE_BYTES`] long.
+    /// The raw (undecoded) HTML bytes.
     pub html: Bytes,
-}
-
-/// Cuts `html` to at most [`MAX_PAGE_BYTES`] bytes.
-///
-/// Shorter pages are returned unchanged (no copy). When the cut would fall
-/// inside a UTF-8 multi-byte sequence it is moved back to the start of that
-/// sequence, so valid UTF-8 input stays valid UTF-8.
-pub fn truncate_page(html: Bytes) -> Bytes {
-    if html.len() <= MAX_PAGE_BYTES {
-        return html;
-    }
-    let mut cut = MAX_PAGE_BYTES;
-    // Back off over at most 3 continuation bytes (0b10xx_xxxx).
-    for _ in 0..3 {
-        match html.get(cut) {
-            Some(&b) if b & 0xC0 == 0x80 && cut > 0 => cut -= 1,
-            _ => break,
-        }
-    }
-    html.slice(..cut)
 }
 
 /// The base URL of [`html_files`] when none is given: pages of a directory get URLs under it.
@@ -66,7 +44,8 @@ pub const DEFAULT_BASE_URL: &str = "http://localhost/";
 /// [`normalize`] unchanged (the base is normalized first: its fragment
 /// is dropped).
 ///
-/// Every page is cut with [`truncate_page`].
+/// A file is read up to one byte past [`raw::DEFAULT_MAX_PAGE_BYTES`] (16 MiB; see
+/// [`HtmlFiles::with_max_page_bytes`]): the loader then cuts it, and counts it as cut.
 ///
 /// # Errors
 /// Any I/O error while walking the tree (naming the directory), and
@@ -82,7 +61,7 @@ pub fn html_files(dir: &Path, base_url: Option<&str>) -> io::Result<HtmlFiles> {
         base,
         dir: dir.to_path_buf(),
         files: files.into_iter(),
-        truncated: std::sync::Arc::default(),
+        max_page_bytes: raw::DEFAULT_MAX_PAGE_BYTES,
     })
 }
 
@@ -92,7 +71,7 @@ pub struct HtmlFiles {
     base: Url,
     dir: PathBuf,
     files: std::vec::IntoIter<PathBuf>,
-    truncated: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    max_page_bytes: usize,
 }
 
 impl HtmlFiles {
@@ -107,23 +86,28 @@ impl HtmlFiles {
         Ok(prefix)
     }
 
-    fn read(&self, path: &Path) -> io::Result<CrawledPage> {
-        let url = url_under_base(&self.base, &self.dir, path)?;
-        let html = fs::read(path).map_err(|e| with_path(path, e))?;
-        if html.len() > MAX_PAGE_BYTES {
-            self.truncated
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(CrawledPage {
-            url,
-            html: truncate_page(Bytes::from(html)),
-        })
+    /// Reads files up to one byte past `max_page_bytes` (give the loader's
+    /// [`LoadConfig::max_page_bytes`](crate::LoadConfig::max_page_bytes)): enough for the loader
+    /// to see that a longer page is cut, and no more held in memory.
+    #[must_use]
+    pub fn with_max_page_bytes(mut self, max_page_bytes: usize) -> Self {
+        self.max_page_bytes = max_page_bytes;
+        self
     }
 
-    /// A counter of the pages cut to [`MAX_PAGE_BYTES`] so far, readable after the iterator
-    /// is consumed.
-    pub fn truncated(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
-        std::sync::Arc::clone(&self.truncated)
+    fn read(&self, path: &Path) -> io::Result<CrawledPage> {
+        let url = url_under_base(&self.base, &self.dir, path)?;
+        let mut html = Vec::new();
+        let limit = u64::try_from(self.max_page_bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        fs::File::open(path)
+            .and_then(|file| file.take(limit).read_to_end(&mut html))
+            .map_err(|e| with_path(path, e))?;
+        Ok(CrawledPage {
+            url,
+            html: Bytes::from(html),
+        })
     }
 }
 
@@ -353,39 +337,23 @@ mod tests {
     }
 
     #[test]
-    fn large_pages_are_truncated() {
+    fn files_are_read_whole_up_to_one_byte_past_the_limit() {
         let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join("big.html"),
-            &"x".repeat(MAX_PAGE_BYTES + 10),
-        );
-        let pages: Vec<CrawledPage> = html_files(dir.path(), None)
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(pages[0].html.len(), MAX_PAGE_BYTES);
-    }
-
-    #[test]
-    fn truncate_page_keeps_short_pages_and_utf8_boundaries() {
-        let short = Bytes::from_static(b"<p>hi</p>");
-        assert_eq!(truncate_page(short.clone()), short);
-
-        let exact = Bytes::from(vec![b'a'; MAX_PAGE_BYTES]);
-        assert_eq!(truncate_page(exact).len(), MAX_PAGE_BYTES);
-
-        // A 4-byte character straddling the limit is dropped whole.
-        let mut text = "a".repeat(MAX_PAGE_BYTES - 2);
-        text.push('😀');
-        text.push_str("tail");
-        let cut = truncate_page(Bytes::from(text));
-        assert_eq!(cut.len(), MAX_PAGE_BYTES - 2);
-        assert!(std::str::from_utf8(&cut).is_ok());
-
-        // Arbitrary bytes: never longer than the limit, never empty.
-        let junk = Bytes::from(vec![0x80; MAX_PAGE_BYTES + 1]);
-        let cut = truncate_page(junk);
-        assert!(!cut.is_empty() && cut.len() <= MAX_PAGE_BYTES);
+        let big = "x".repeat(raw::DEFAULT_MAX_PAGE_BYTES / 8 + 10);
+        write(&dir.path().join("big.html"), &big);
+        let read = |max: Option<usize>| -> Vec<CrawledPage> {
+            let files = html_files(dir.path(), None).unwrap();
+            let files = match max {
+                Some(max) => files.with_max_page_bytes(max),
+                None => files,
+            };
+            files.map(Result::unwrap).collect()
+        };
+        // By default, a 2 MiB page is read whole.
+        assert_eq!(read(None)[0].html, big.as_bytes());
+        // Under a smaller limit, one byte past it: the loader sees the page is longer.
+        assert_eq!(read(Some(1000))[0].html.len(), 1001);
+        assert_eq!(read(Some(0))[0].html.len(), 1);
     }
 
     #[test]

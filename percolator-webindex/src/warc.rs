@@ -18,7 +18,7 @@ use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
-use super::sources::{CrawledPage, truncate_page};
+use super::sources::CrawledPage;
 use crate::url::normalize;
 
 /// The largest record body accepted (a larger `Content-Length` is malformed).
@@ -317,8 +317,8 @@ fn reader_of(
     WarcReader::new(reader)
 }
 
-/// The HTML pages among the records of `reader`, each cut with
-/// [`truncate_page`].
+/// The HTML pages among the records of `reader`, whole (the loader cuts what it does not
+/// keep).
 ///
 /// Kept are `response` records whose body is an HTTP response with a 2xx
 /// status and a `Content-Type` containing `html` (or none at all), and
@@ -337,17 +337,15 @@ pub fn html_pages<R: BufRead>(
     html_pages_counted(reader, std::sync::Arc::default())
 }
 
-/// What [`html_pages_counted`] saw: records read, HTML pages kept, HTML pages skipped for their
-/// URL, and kept pages cut to [`crate::sources::MAX_PAGE_BYTES`]. The other records
-/// (`records - pages - bad_urls`) were not HTML pages.
+/// What [`html_pages_counted`] saw: records read, HTML pages kept, and HTML pages skipped for
+/// their URL. The other records (`records - pages - bad_urls`) were not HTML pages. (Pages cut
+/// are counted by the loader: [`LoadReport::cut`](crate::LoadReport::cut).)
 #[derive(Debug, Default)]
 pub struct WarcCounts {
     /// Records read.
     pub records: std::sync::atomic::AtomicUsize,
     /// HTML pages kept.
     pub pages: std::sync::atomic::AtomicUsize,
-    /// Kept pages that were cut.
-    pub truncated: std::sync::atomic::AtomicUsize,
     /// HTML pages skipped because [`normalize`] refused their target URI (not counted in
     /// `pages`).
     pub bad_urls: std::sync::atomic::AtomicUsize,
@@ -368,12 +366,9 @@ pub fn html_pages_counted<R: BufRead>(
                 return None;
             };
             counts.pages.fetch_add(1, Relaxed);
-            if page.html.len() > crate::sources::MAX_PAGE_BYTES {
-                counts.truncated.fetch_add(1, Relaxed);
-            }
             Some(Ok(CrawledPage {
                 url,
-                html: truncate_page(page.html),
+                html: page.html,
             }))
         }
         Err(e) => Some(Err(e)),
@@ -451,8 +446,7 @@ fn header_end(response: &[u8]) -> Option<(usize, usize)> {
 /// With `gzip` every record is its own gzip member, as in Common Crawl's
 /// files. The output is reproducible: every record has the same fixed
 /// `WARC-Date`, and record IDs are derived from the record's position and
-/// contents. [`html_pages`] reads the pages back unchanged (if none is longer
-/// than [`MAX_PAGE_BYTES`](super::sources::MAX_PAGE_BYTES) and every URL is one
+/// contents. [`html_pages`] reads the pages back unchanged (if every URL is one
 /// [`normalize`] gives back as it is).
 ///
 /// # Errors

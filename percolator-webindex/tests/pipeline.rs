@@ -591,6 +591,7 @@ async fn size_folds_keep_the_whole_total_under_tight_limits() {
         documents: 1,
         inlinks: 2,
         link_targets: -1,
+        cut_pages: 1,
     };
     for _round in 0..2 {
         for _ in 0..20 {
@@ -609,9 +610,116 @@ async fn size_folds_keep_the_whole_total_under_tight_limits() {
             kept.documents,
             kept.inlinks,
             kept.link_targets,
+            kept.cut_pages,
             kept.unfolded
         ),
-        (40, 80, -40, 0),
+        (40, 80, -40, 40, 0),
         "{kept:?}"
     );
+}
+
+/// Pages are kept whole when they fit the store's largest value compressed, and cut to fit
+/// when they do not (as etcd's 1 MiB values cut a page of several megabytes): the load counts
+/// the cut page, the kept sizes count it (the check recounts them), what was kept is indexed
+/// and what was cut is not. Loading it again is unchanged; deleting it uncounts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_fit_the_store_value_limit_compressed() {
+    use percolator_core::StoreLimits;
+    use percolator_core::conformance::faulty::FaultyStore;
+    use percolator_webindex::schema::{DOCUMENTS, RAW};
+    use std::sync::Arc;
+
+    const MAX_VALUE: usize = 256 * 1024;
+    let store = Arc::new(FaultyStore::new(Arc::new(
+        percolator_backend_mem::MemStore::new(),
+    )));
+    let limits = percolator_backend_mem::MEM_LIMITS;
+    store.set_limits(Some(
+        StoreLimits::new(limits.max_key_bytes, MAX_VALUE, limits.max_batch_rows)
+            .with_tracks_snapshot_reads(true),
+    ));
+    let runtime = start(&store, webindex::observers(None)).await;
+    let client = writer(&store, &webindex::observed_columns()).await;
+
+    // 600 KiB of markup that compresses well: over the value limit raw, under it compressed.
+    let row = "<tr><td class=\"name\">item</td><td class=\"value\">value</td></tr>\n";
+    let medium = format!(
+        "<html><body><p>mediumfirst</p><table>{}</table><p>tailbird</p></body></html>",
+        row.repeat(600 * 1024 / row.len())
+    );
+    // 3 MiB of words in a random order: compressed still several times the limit.
+    let mut state = 7u64;
+    let mut words = String::new();
+    while words.len() < 3 << 20 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        words.push_str(&format!("word{} ", (state >> 33) % 2000));
+    }
+    let big = format!("<html><body><p>bigfirst</p><p>{words}</p><p>lastword</p></body></html>");
+    let pages = vec![
+        webindex::CrawledPage {
+            url: "http://fit.example/medium".into(),
+            html: Bytes::from(medium.clone()),
+        },
+        webindex::CrawledPage {
+            url: "http://fit.example/big".into(),
+            html: Bytes::from(big.clone()),
+        },
+    ];
+    let as_results = |pages: Vec<webindex::CrawledPage>| {
+        pages.into_iter().map(Ok::<_, std::convert::Infallible>)
+    };
+    let report = webindex::load_pages(&client, as_results(pages.clone()), 2, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((report.loaded, report.cut), (2, 1), "{report:?}");
+    let txn = client.begin().await.unwrap();
+    for (url, whole) in [
+        ("http://fit.example/medium", true),
+        ("http://fit.example/big", false),
+    ] {
+        let cell = txn.get(DOCUMENTS, url, RAW).await.unwrap().unwrap();
+        assert!(cell.len() <= MAX_VALUE, "{url}: {}", cell.len());
+        let stored = webindex::raw::decode(&cell).unwrap();
+        assert_eq!(stored.cut, !whole, "{url}");
+        let original = if whole { &medium } else { &big };
+        assert!(original.as_bytes().starts_with(&stored.html), "{url}");
+        if whole {
+            assert_eq!(stored.html.len(), original.len());
+        } else {
+            // Most of what fits is kept: well over the limit of HTML.
+            assert!(stored.html.len() > MAX_VALUE, "{}", stored.html.len());
+        }
+    }
+    drop(txn);
+    let again = webindex::load_pages(&client, as_results(pages), 2, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((again.unchanged, again.cut), (2, 0), "{again:?}");
+
+    idle(&runtime).await;
+    let summary = assert_invariants(&client).await;
+    assert_eq!((summary.documents, summary.cut_pages), (2, 1));
+    let txn = client.begin().await.unwrap();
+    assert_eq!(webindex::sizes::read(&txn).await.unwrap().cut_pages, 1);
+    drop(txn);
+    for (query, found) in [
+        ("tailbird", vec!["http://fit.example/medium"]),
+        ("bigfirst", vec!["http://fit.example/big"]),
+        ("lastword", vec![]),
+    ] {
+        assert_eq!(urls(&client, query).await, found, "{query}");
+    }
+
+    assert!(
+        webindex::delete_page(&client, b"http://fit.example/big")
+            .await
+            .unwrap()
+    );
+    idle(&runtime).await;
+    let stats = runtime.shutdown().await.unwrap();
+    assert_eq!((stats.failures, stats.parked), (0, 0), "{stats:?}");
+    let summary = assert_invariants(&client).await;
+    assert_eq!((summary.documents, summary.cut_pages), (1, 0));
 }

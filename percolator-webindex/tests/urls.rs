@@ -14,7 +14,7 @@ use percolator_observers::conformance::test_client;
 use percolator_webindex::schema::{DOCUMENTS, RAW};
 use percolator_webindex::url::Reason;
 use percolator_webindex::{
-    CrawledPage, LoadError, PageOutcome, load_page, load_page_checked, load_pages,
+    CrawledPage, LoadConfig, LoadError, PageOutcome, load_page, load_page_checked, load_pages,
     load_pages_checked,
 };
 
@@ -109,7 +109,7 @@ async fn every_bad_url_is_skipped_and_good_ones_are_stored_normalized() {
         .iter()
         .map(|url| Ok::<_, std::convert::Infallible>(page(url)));
     let refused = std::sync::Mutex::new(Vec::new());
-    let report = load_pages_checked(&client, pages, 4, |url, outcome| {
+    let report = load_pages_checked(&client, pages, LoadConfig::new(4), |url, outcome| {
         if let Err(bad) = outcome {
             refused
                 .lock()

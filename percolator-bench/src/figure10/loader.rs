@@ -175,7 +175,10 @@ pub async fn check_acks<S: RowStore>(
         let txn = client.begin().await?;
         for &(&index, &generation) in batch {
             let url = crawl.url(index);
-            let stored = txn.get(DOCUMENTS, url.as_bytes(), RAW).await?;
+            let stored = txn
+                .get(DOCUMENTS, url.as_bytes(), RAW)
+                .await?
+                .map(|cell| percolator_webindex::raw::html_or_stored(&cell));
             let allowed = std::iter::once(generation)
                 .chain(record.unknown.get(&index).into_iter().flatten().copied());
             let matches = allowed

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use percolator_webindex::search::rank::LENGTH_FLOOR;
 use percolator_webindex::search::{Mode, RERANK_POOL, SearchOptions, search};
-use percolator_webindex::sources::{CrawledPage, html_files, truncate_page};
+use percolator_webindex::sources::{CrawledPage, html_files};
 
 use super::relevance::{check_paging, mrr};
 
@@ -131,8 +131,7 @@ pub enum Corpus {
     Full,
 }
 
-/// The pages of `corpus` under `dir`, read lazily, URLs under [`BASE`]; each cut as every
-/// source cuts pages.
+/// The pages of `corpus` under `dir`, whole, read lazily, URLs under [`BASE`].
 pub fn pages(
     dir: &Path,
     corpus: Corpus,
@@ -147,7 +146,7 @@ pub fn pages(
                     .map_err(|e| std::io::Error::new(e.kind(), format!("std/{path}: {e}")))?;
                 Ok(CrawledPage {
                     url: format!("{BASE}std/{path}"),
-                    html: truncate_page(Bytes::from(html)),
+                    html: Bytes::from(html),
                 })
             });
             Box::new(book.chain(std))
@@ -641,6 +640,43 @@ pub struct Report {
     pub scores: Vec<Scores>,
     /// Per case.
     pub cases: Vec<CaseResult>,
+    /// How the pages went in, when the caller measured it ([`Ingest::count`]).
+    pub ingest: Option<Ingest>,
+}
+
+/// The pages as loaded: how many were long, how many the loader cut, and how many a store
+/// with etcd's 1 MiB values would cut once compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Ingest {
+    /// Pages read.
+    pub pages: u64,
+    /// Bytes of HTML read.
+    pub html_bytes: u64,
+    /// Pages over 512 KiB: what sources cut before pages were kept whole.
+    pub over_512_kib: u64,
+    /// Pages the loader cut on this store (its report's `cut`).
+    pub cut: u64,
+    /// Pages a store with 1 MiB values (etcd) would cut: over it even LZ4-compressed.
+    pub cut_at_1_mib_values: u64,
+    /// Seconds to load and index every page.
+    pub seconds: f64,
+}
+
+impl Ingest {
+    /// Counts `page` (all but `cut` and `seconds`).
+    pub fn count(&mut self, page: &CrawledPage) {
+        self.pages += 1;
+        self.html_bytes += page.html.len() as u64;
+        self.over_512_kib += u64::from(page.html.len() > 512 * 1024);
+        if page.html.len() > 1024 * 1024 {
+            let fitted = percolator_webindex::raw::fit(
+                &page.html,
+                percolator_webindex::raw::DEFAULT_MAX_PAGE_BYTES,
+                1024 * 1024,
+            );
+            self.cut_at_1_mib_values += u64::from(fitted.cut);
+        }
+    }
 }
 
 impl Report {
@@ -778,5 +814,6 @@ pub async fn evaluate<S: RowStore>(
         rankings: rankings.to_vec(),
         scores,
         cases,
+        ingest: None,
     })
 }

@@ -23,6 +23,14 @@ use crate::{Cli, CliError, Command};
 
 /// Pages per upload when loading through a server.
 const BATCH_PAGES: usize = 200;
+/// HTML per upload when loading through a server: a batch of large pages goes out before it
+/// has [`BATCH_PAGES`] (the server takes up to 512 MiB of WARC per upload).
+const BATCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// Whether `batch` is due for an upload.
+fn batch_full(batch: &[CrawledPage]) -> bool {
+    batch.len() >= BATCH_PAGES || batch.iter().map(|p| p.html.len()).sum::<usize>() >= BATCH_BYTES
+}
 
 /// How long a load keeps retrying a busy server (503, 429) before it stops and says how far
 /// it got.
@@ -253,7 +261,7 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
         };
         for page in pages {
             batch.push(page);
-            if batch.len() == BATCH_PAGES {
+            if batch_full(&batch) {
                 upload(remote, &mut batch, &mut total).await?;
             }
         }
@@ -261,7 +269,8 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(dir) = &args.dir {
         let files = sources::html_files(dir, args.base_url.as_deref())
-            .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+            .map_err(|e| format!("--dir {}: {e}", dir.display()))?
+            .with_max_page_bytes(args.max_page_bytes);
         let prefix = files
             .url_prefix()
             .map_err(|e| format!("--dir {}: {e}", dir.display()))?;
@@ -274,7 +283,7 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
                         seen.push(page.url.clone());
                     }
                     batch.push(page);
-                    if batch.len() == BATCH_PAGES {
+                    if batch_full(&batch) {
                         upload(remote, &mut batch, &mut total).await?;
                     }
                 }
@@ -313,17 +322,16 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
         })
         .await?;
         outln!(
-            "warc {}: {} records, {} HTML pages, {} other records skipped, {} pages cut to {} KiB",
+            "warc {}: {} records, {} HTML pages, {} other records skipped",
             path.display(),
             report.records,
             report.records - report.other_records,
             report.other_records,
-            report.truncated,
-            sources::MAX_PAGE_BYTES / 1024
         );
         total.loaded += report.loaded;
         total.unchanged += report.unchanged;
         total.skipped += report.skipped;
+        total.truncated += report.truncated;
     }
     outln!("loaded through the server at {}", remote.base());
     out!(
@@ -332,6 +340,7 @@ async fn load(remote: &Remote, args: &LoadArgs) -> Result<ExitCode, CliError> {
             loaded: total.loaded,
             unchanged: total.unchanged,
             skipped: total.skipped,
+            cut: total.truncated,
             elapsed: began.elapsed(),
         })
     );

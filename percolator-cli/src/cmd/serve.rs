@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// much older than every live transaction's could still read are kept.
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     gc_grace_secs: f64,
+    /// The most HTML kept of an uploaded page, in bytes; longer pages are cut, and the ingest
+    /// reports count them. The store's largest value (1 MiB on etcd) can cut a page shorter
+    /// still, once compressed.
+    #[arg(long, value_name = "BYTES", default_value_t = percolator_webindex::raw::DEFAULT_MAX_PAGE_BYTES)]
+    max_page_bytes: usize,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -94,7 +99,8 @@ pub async fn run<S: RowStore>(
     let access = access(args, token)?;
     let gc = gc_schedule(Some(args.gc_every_secs), args.gc_grace_secs)?;
     let config = ServerConfig::new(args.listen, access)
-        .with_runtime(runtime_config(&args.workers)?.with_gc(gc));
+        .with_runtime(runtime_config(&args.workers)?.with_gc(gc))
+        .with_max_page_bytes(args.max_page_bytes);
     let server = Server::start(client_builder(&store, &oracle), config).await?;
     if let Some(db) = db {
         discovery::write(db, &server.url()).map_err(|e| {

@@ -78,6 +78,9 @@ pub struct IndexSummary {
     pub terms: usize,
     /// Index entries (term, cluster), summed over the posting blocks.
     pub postings: usize,
+    /// Documents whose raw HTML was stored cut ([`crate::raw`]).
+    #[serde(default)]
+    pub cut_pages: usize,
 }
 
 /// The result of a check.

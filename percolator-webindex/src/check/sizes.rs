@@ -8,13 +8,14 @@ use super::violations::{Violations, at};
 use super::walk::{ProgressFn, for_each_item};
 use crate::sizes::{DELTA_PREFIX, SIZES, SizeCounts, TOTAL, sum_row};
 
-/// Checks invariant 8: the documents, inlinks and link targets kept in `sizes` (totals and
+/// Checks invariant 8: the documents, inlinks, link targets and cut pages kept in `sizes` (totals and
 /// deltas not folded yet) are the ones counted in `summary`, and every cell of `sizes`
 /// decodes. (The postings the corpus rows keep are invariant 6.)
 ///
 /// It holds because the stage that changes a size adds the change in the same transaction
 /// (the document processor for a page it parses first or deletes and the links it adds or
-/// drops, the link forwarder for a target that gains its first anchor or loses its last), and
+/// drops, the link forwarder for a target that gains its first anchor or loses its last, the
+/// loader for a page stored cut or a cut one replaced or deleted), and
 /// the folder moves deltas into totals without changing their sum.
 pub(super) async fn check_kept_sizes<S: RowStore>(
     txn: &Transaction<S>,
@@ -62,6 +63,7 @@ pub(super) async fn check_kept_sizes<S: RowStore>(
             kept.link_targets,
             count(summary.link_targets),
         ),
+        ("cut pages", kept.cut_pages, count(summary.cut_pages)),
     ] {
         if kept != counted {
             violations.add_n(

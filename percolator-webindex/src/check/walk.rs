@@ -176,6 +176,7 @@ async fn read_documents<S: RowStore>(
         match item.column.as_ref() {
             c if c == RAW => {
                 summary.documents += 1;
+                summary.cut_pages += usize::from(crate::raw::is_cut(&item.value));
                 entry.raw = true;
             }
             c if c == HASH => entry.hash = Some(item.value),

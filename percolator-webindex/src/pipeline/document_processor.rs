@@ -9,6 +9,7 @@ use percolator_core::{ObservedColumn, Result, RowStore, Transaction};
 use percolator_observers::{Change, Observer};
 
 use crate::html::parse_page;
+use crate::raw;
 use crate::schema::*;
 use crate::sizes::{self, SizeCounts};
 
@@ -46,8 +47,8 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
                 }
                 BTreeMap::new()
             }
-            Some(raw) => {
-                let page = parse_page(&String::from_utf8_lossy(url), raw);
+            Some(cell) => {
+                let page = parse_page(&String::from_utf8_lossy(url), &raw::html_or_stored(cell));
                 txn.set(DOCUMENTS, url, TITLE, page.title.clone())?;
                 txn.set(DOCUMENTS, url, TERMS, page.terms.encode())?;
                 let links: BTreeMap<String, String> = page
@@ -90,6 +91,7 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
                 documents,
                 inlinks,
                 link_targets: 0,
+                ..SizeCounts::default()
             },
         )?;
         let from = from_column(url);

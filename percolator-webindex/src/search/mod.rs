@@ -50,6 +50,11 @@ use crate::schema::{
 use crate::terms::{AnchorTerms, CorpusCounts, Posting, distinct_terms};
 pub use snippet::Snippet;
 
+/// The most HTML parsed for a hit's snippet (1 MiB): pages are kept up to 16 MiB, and parsing
+/// all of one costs a tenth of a second; the first megabyte holds a snippet for nearly every
+/// page (its title stands in when the body does not).
+const SNIPPET_HTML_BYTES: usize = 1024 * 1024;
+
 /// The most distinct terms a query may have (more is an error, never a silently cut query).
 pub const MAX_QUERY_TERMS: usize = 32;
 /// The most postings one query reads: its cost grows with them (a word on every page has a
@@ -458,8 +463,9 @@ async fn hit<S: RowStore>(
     let title = txn.get(DOCUMENTS, &url, TITLE).await?.unwrap_or_default();
     let snippet = if with_snippet {
         match txn.get(DOCUMENTS, &url, RAW).await? {
-            Some(html) => {
-                let text = page_text(&html);
+            Some(cell) => {
+                let html = crate::raw::html_or_stored(&cell);
+                let text = page_text(&html[..crate::raw::cut_at(&html, SNIPPET_HTML_BYTES)]);
                 let body = if text.body.is_empty() {
                     text.title
                 } else {

@@ -79,6 +79,21 @@ pub fn table(report: &Value) -> String {
     if !misses.is_empty() {
         out.push_str(&format!("\nNot in the top 3 now: {}.\n", misses.join("; ")));
     }
+    let ingest = &report["ingest"];
+    if ingest.is_object() {
+        let pages = ingest["pages"].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "\nPages: {pages} ({:.0} MB of HTML) loaded and indexed in {:.0} s ({:.0} pages/s). \
+             {} are over 512 KiB (what was cut before pages were kept whole); cut now: {} on \
+             this store, and {} would be on a store with 1 MiB values (etcd), LZ4-compressed.\n",
+            num(&ingest["html_bytes"]) / 1e6,
+            num(&ingest["seconds"]),
+            pages as f64 / num(&ingest["seconds"]).max(1e-9),
+            ingest["over_512_kib"].as_u64().unwrap_or(0),
+            ingest["cut"].as_u64().unwrap_or(0),
+            ingest["cut_at_1_mib_values"].as_u64().unwrap_or(0),
+        ));
+    }
     out
 }
 

@@ -352,11 +352,19 @@ pub async fn rust_docs(args: &RustDocsArgs, namespace: &str) -> Result<(), BoxEr
         .await?;
     let progress = bar(0, "load");
     let began = std::time::Instant::now();
-    let pages = rust_docs::pages(&dir, corpus)?;
+    let ingest = std::sync::Mutex::new(rust_docs::Ingest::default());
+    let pages = rust_docs::pages(&dir, corpus)?.inspect(|page| {
+        if let (Ok(page), Ok(mut ingest)) = (page, ingest.lock()) {
+            ingest.count(page);
+        }
+    });
     let loaded =
         percolator_webindex::load_pages(&loader, pages, 16, |_, _| progress.inc(1)).await?;
     progress.set_message("index");
     runtime.wait_idle(Duration::from_secs(6 * 3600)).await?;
+    let mut ingest = ingest.into_inner().unwrap_or_default();
+    ingest.cut = loaded.cut as u64;
+    ingest.seconds = began.elapsed().as_secs_f64();
     milestone(
         &progress,
         &format!(
@@ -381,7 +389,8 @@ pub async fn rust_docs(args: &RustDocsArgs, namespace: &str) -> Result<(), BoxEr
     loader.shutdown().await?;
     drop((store, oracle));
     opened.close();
-    let report = report?;
+    let mut report = report?;
+    report.ingest = Some(ingest);
     print!("{}", report.table());
     write_json(args.json.as_ref(), &report)?;
     let failures = report.paging_failures();

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use percolator_core::{Client, RowStore, TimestampOracle};
 use percolator_webindex::{
-    self as webindex, CrawledPage, LoadReport, sources, synthetic::SyntheticCrawl, warc,
+    self as webindex, CrawledPage, LoadConfig, LoadReport, sources, synthetic::SyntheticCrawl, warc,
 };
 
 use super::{LoadArgs, loader};
@@ -30,6 +30,7 @@ pub async fn run<S: RowStore>(
         return Err("nothing to load: give --synthetic N, --dir PATH or --warc FILE".into());
     }
     let client = loader(&store, &oracle).await?;
+    let config = LoadConfig::new(args.concurrency).with_max_page_bytes(args.max_page_bytes);
     let mut total = LoadReport::default();
     let began = Instant::now();
     if let Some(docs) = args.synthetic {
@@ -42,19 +43,12 @@ pub async fn run<S: RowStore>(
             let pages = crawl
                 .initial_prefetched(webindex::synthetic::RENDER_THREADS)
                 .map(Ok::<_, std::convert::Infallible>);
-            load(
-                &client,
-                pages,
-                Some(docs as u64),
-                "synthetic",
-                args.concurrency,
-            )
-            .await?
+            load(&client, pages, Some(docs as u64), "synthetic", config).await?
         } else {
             let pages = crawl.recrawl(args.generation, args.fraction);
             let len = Some(pages.len() as u64);
             let pages = pages.into_iter().map(Ok::<_, std::convert::Infallible>);
-            load(&client, pages, len, "synthetic", args.concurrency).await?
+            load(&client, pages, len, "synthetic", config).await?
         };
         add(&mut total, report);
     }
@@ -63,9 +57,9 @@ pub async fn run<S: RowStore>(
         // Streamed: one file read at a time. A file that cannot be read is skipped
         // and named; the rest still load.
         let files = sources::html_files(dir, args.base_url.as_deref())
-            .map_err(|e| format!("--dir {shown_dir}: {}", term_safe(&e.to_string())))?;
+            .map_err(|e| format!("--dir {shown_dir}: {}", term_safe(&e.to_string())))?
+            .with_max_page_bytes(args.max_page_bytes);
         let len = Some(files.len() as u64);
-        let truncated = files.truncated();
         let prefix = files
             .url_prefix()
             .map_err(|e| format!("--dir {shown_dir}: {}", term_safe(&e.to_string())))?;
@@ -86,16 +80,11 @@ pub async fn run<S: RowStore>(
                 None
             }
         });
-        add(
-            &mut total,
-            load(&client, pages, len, "html files", args.concurrency).await?,
-        );
-        let (truncated, unreadable) = (truncated.load(Relaxed), unreadable.into_inner());
-        if truncated > 0 || unreadable > 0 {
-            outln!(
-                "html files: {unreadable} unreadable (skipped), {truncated} cut to {} KiB",
-                sources::MAX_PAGE_BYTES / 1024
-            );
+        let report = load(&client, pages, len, "html files", config).await?;
+        add(&mut total, report);
+        let unreadable = unreadable.into_inner();
+        if unreadable > 0 {
+            outln!("html files: {unreadable} unreadable (skipped)");
         }
         if args.delete_missing {
             if unreadable > 0 {
@@ -122,7 +111,7 @@ pub async fn run<S: RowStore>(
             warc::html_pages_counted(reader, Arc::clone(&counts)),
             None,
             "warc",
-            args.concurrency,
+            config,
         )
         .await?;
         let (records, pages, bad_urls) = (
@@ -134,10 +123,8 @@ pub async fn run<S: RowStore>(
         report.skipped += bad_urls;
         add(&mut total, report);
         outln!(
-            "warc {shown_path}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {bad_urls} HTML pages skipped (bad URL), {} pages cut to {} KiB",
+            "warc {shown_path}: {records} records, {pages} HTML pages, {} other records skipped (not a 2xx HTML response, or chunked or compressed), {bad_urls} HTML pages skipped (bad URL)",
             records.saturating_sub(pages + bad_urls),
-            counts.truncated.load(Relaxed),
-            sources::MAX_PAGE_BYTES / 1024
         );
     }
     client.shutdown().await?;
@@ -150,6 +137,7 @@ fn add(total: &mut LoadReport, r: LoadReport) {
     total.loaded += r.loaded;
     total.unchanged += r.unchanged;
     total.skipped += r.skipped;
+    total.cut += r.cut;
 }
 
 /// Loads a stream of pages with a progress bar (a spinner when the count is unknown: WARC files
@@ -160,7 +148,7 @@ async fn load<S, I, E>(
     pages: I,
     len: Option<u64>,
     what: &str,
-    concurrency: usize,
+    config: LoadConfig,
 ) -> Result<LoadReport, CliError>
 where
     S: RowStore,
@@ -169,7 +157,7 @@ where
 {
     let progress = bar(len, what);
     let bad_urls = AtomicUsize::new(0);
-    let report = webindex::load_pages_checked(client, pages, concurrency, |_, outcome| {
+    let report = webindex::load_pages_checked(client, pages, config, |_, outcome| {
         progress.inc(1);
         if let Err(bad) = outcome
             && bad_urls.fetch_add(1, Relaxed) < BAD_URLS_SHOWN

@@ -126,6 +126,11 @@ pub struct LoadArgs {
     /// Loader transactions in flight.
     #[arg(long, default_value_t = 16)]
     pub(crate) concurrency: usize,
+    /// The most HTML kept of a page, in bytes; longer pages are cut, and the load counts them.
+    /// The store's largest value (1 MiB on etcd) can cut a page shorter still, once compressed.
+    /// Through a server, the server's own limit applies (`serve --max-page-bytes`).
+    #[arg(long, value_name = "BYTES", default_value_t = percolator_webindex::raw::DEFAULT_MAX_PAGE_BYTES)]
+    pub(crate) max_page_bytes: usize,
 }
 
 #[derive(Args, Debug)]
