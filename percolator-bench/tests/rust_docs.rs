@@ -27,7 +27,8 @@ async fn rust_docs_rank_their_answers() {
         .unwrap();
     idle(&runtime).await;
 
-    let report = rust_docs::evaluate(&client, Corpus::Subset, &[Ranking::BEFORE, Ranking::NOW])
+    let rankings = [Ranking::BEFORE, Ranking::NOW, Ranking::POINTERS_AS_SCORED];
+    let report = rust_docs::evaluate(&client, Corpus::Subset, &rankings)
         .await
         .unwrap();
     println!("{}", report.table());
@@ -77,6 +78,23 @@ async fn rust_docs_rank_their_answers() {
         .unwrap();
     assert_eq!(report.rank_with(stubbed, "before"), Some(3), "{stubbed:?}");
     assert_eq!(report.rank_with(stubbed, "now"), Some(1), "{stubbed:?}");
+    // Stubs whose title matches the query better than the chapter's body does: the length
+    // floor leaves them on top, and pointers ranking below what they point to (the chapter,
+    // with the same title) puts the chapter first.
+    for query in ["recoverable errors result", "graceful shutdown"] {
+        let case = report.cases.iter().find(|c| c.case.query == query).unwrap();
+        assert_eq!(
+            report.rank_with(case, "pointers as scored"),
+            Some(3),
+            "{case:?}"
+        );
+        assert_eq!(report.rank_with(case, "now"), Some(1), "{case:?}");
+    }
+    let as_scored = report.scores_of("pointers as scored").unwrap();
+    assert!(
+        now.top1 > as_scored.top1 && now.top3 >= as_scored.top3 && now.mrr > as_scored.mrr,
+        "{as_scored:?} → {now:?}"
+    );
     // A word past the first 512 KiB of a page's HTML (the old cut): pages are kept whole now.
     let driftsort = webindex::search(&client, "driftsort", &webindex::SearchOptions::default())
         .await

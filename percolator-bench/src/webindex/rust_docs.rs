@@ -47,6 +47,8 @@ pub struct Ranking {
     pub pool: usize,
     /// BM25's length floor (0: plain BM25).
     pub length_floor: f64,
+    /// Pointers rank below what they point to ([`SearchOptions::demote_pointers`]).
+    pub pointers_below: bool,
 }
 
 impl Corpus {
@@ -70,12 +72,21 @@ impl Ranking {
         name: "before",
         pool: POOL_BEFORE,
         length_floor: 0.0,
+        pointers_below: false,
+    };
+    /// The defaults but for pointers, which rank where their score puts them.
+    pub const POINTERS_AS_SCORED: Ranking = Ranking {
+        name: "pointers as scored",
+        pool: RERANK_POOL,
+        length_floor: LENGTH_FLOOR,
+        pointers_below: false,
     };
     /// The defaults.
     pub const NOW: Ranking = Ranking {
         name: "now",
         pool: RERANK_POOL,
         length_floor: LENGTH_FLOOR,
+        pointers_below: true,
     };
 
     fn options(self) -> SearchOptions {
@@ -84,6 +95,7 @@ impl Ranking {
             .snippets(false)
             .rerank_pool(self.pool)
             .length_floor(self.length_floor)
+            .demote_pointers(self.pointers_below)
     }
 }
 
@@ -726,16 +738,21 @@ impl Report {
             ));
         }
         out.push_str(
-            "\n| ranking | rerank pool | length floor | top 1 | top 3 | MRR | first page p50 / \
-             max |\n|---|---:|---:|---:|---:|---:|---:|\n",
+            "\n| ranking | rerank pool | length floor | pointers below | top 1 | top 3 | MRR | \
+             first page p50 / max |\n|---|---:|---:|---|---:|---:|---:|---:|\n",
         );
         let n = self.cases.len();
         for s in &self.scores {
             out.push_str(&format!(
-                "| {} | {} | {} | {} / {n} | {} / {n} | {:.3} | {:.1} / {:.1} ms |\n",
+                "| {} | {} | {} | {} | {} / {n} | {} / {n} | {:.3} | {:.1} / {:.1} ms |\n",
                 s.ranking.name,
                 s.ranking.pool,
                 s.ranking.length_floor,
+                if s.ranking.pointers_below {
+                    "yes"
+                } else {
+                    "no"
+                },
                 s.top1,
                 s.top3,
                 s.mrr,

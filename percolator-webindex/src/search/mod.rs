@@ -16,14 +16,20 @@
 //! 4. for the best [`RERANK_POOL`] of them by that text score, whatever page is asked for: the
 //!    cluster (from the chunk's directory: postings name a slot), its canonical URL, the anchor
 //!    terms of links to the document and its inlink count (`anchor_terms`), added to the score;
+//!    then **pointers** among them drop below what they point to: a short page (under
+//!    [`rank::LENGTH_FLOOR`] of the average length) that links to a longer match of the same
+//!    query in the pool with the same title — an old edition's stub saying "see the current
+//!    chapter" — ranks just below that match (the titles and outlinks of short pool members,
+//!    and the titles of the members they link to, are read for this);
 //! 5. for the page of hits returned: the title and a [`snippet`](mod@snippet) from the stored
 //!    HTML.
 //!
 //! **One order per query.** The matches form one total order in a snapshot, and every page is
 //! a slice of it, so paging through a query with any `limit` gives each match once: first the
 //! pool, by its full score (ties by URL), then the matches past the pool by their text score
-//! alone (ties by posting: chunk and slot). Every score in the pool is at least its text score,
-//! and the pool holds the best text scores, so scores never rise down the order.
+//! alone (ties by posting: chunk and slot). Every score in the pool is at least its text score
+//! (a pointer's at least the best text score past the pool), and the pool holds the best text
+//! scores, so scores never rise down the order.
 //! [`SearchResults::scored`] says how many matches got the full score. A match whose cluster has
 //! no canonical in the snapshot (a stray posting, which the check reports) cannot be shown: it
 //! is left out where it stands, so a page may hold fewer hits than asked for.
@@ -45,7 +51,7 @@ use crate::html::page_text;
 use crate::postings::{ChunkIter, DeadSlots, Directory, RareChunk, rare_row};
 use crate::schema::{
     ANCHOR_TERMS, CANONICAL, CHUNK_CLUSTERS, CLUSTERS, CORPUS, COUNTS, DEAD_PREFIX, DOCUMENTS,
-    INDEX, INDEX_DOCS, RAW, SUMMARY, TITLE,
+    INDEX, INDEX_DOCS, OUTLINKS, RAW, SUMMARY, TITLE, decode_outlinks,
 };
 use crate::terms::{AnchorTerms, CorpusCounts, Posting, distinct_terms};
 pub use snippet::Snippet;
@@ -117,6 +123,8 @@ pub struct SearchOptions {
     /// The length floor of BM25's length normalization, as a share of the average length
     /// ([`rank::LENGTH_FLOOR`] by default; 0: plain BM25).
     pub length_floor: f64,
+    /// Whether pointers rank below what they point to (see the module docs; on by default).
+    pub demote_pointers: bool,
 }
 
 impl Default for SearchOptions {
@@ -129,6 +137,7 @@ impl Default for SearchOptions {
             max_postings: MAX_POSTINGS_READ,
             rerank_pool: RERANK_POOL,
             length_floor: rank::LENGTH_FLOOR,
+            demote_pointers: true,
         }
     }
 }
@@ -175,6 +184,12 @@ impl SearchOptions {
         self.rerank_pool = pool;
         self
     }
+
+    /// Ranking pointers below what they point to, or not.
+    pub fn demote_pointers(mut self, demote: bool) -> Self {
+        self.demote_pointers = demote;
+        self
+    }
 }
 
 /// One ranked result.
@@ -219,6 +234,8 @@ struct Candidate {
     url: Bytes,
     score: f64,
     inlinks: i64,
+    /// The document's length in tokens.
+    length: u32,
 }
 
 /// Searches the index (see the module docs).
@@ -263,7 +280,8 @@ pub async fn search<S: RowStore>(
     };
 
     // BM25 over every matching document.
-    let mut matches: HashMap<(Bytes, u32), (f64, usize)> = HashMap::new();
+    // Per matching posting: the text score, the terms matched, the document's length.
+    let mut matches: HashMap<(Bytes, u32), (f64, usize, u32)> = HashMap::new();
     let mut weights = Vec::with_capacity(results.terms.len());
     let mut postings_read = 0usize;
     for term in &results.terms {
@@ -308,6 +326,7 @@ pub async fn search<S: RowStore>(
             entry.0 +=
                 rank::term_score_with_floor(idf, &posting, average_length, options.length_floor);
             entry.1 += 1;
+            entry.2 = posting.length;
         }
     }
     let needed = match options.mode {
@@ -316,12 +335,13 @@ pub async fn search<S: RowStore>(
     };
     let mut candidates: Vec<Candidate> = matches
         .into_iter()
-        .filter(|(_, (_, matched))| *matched >= needed)
-        .map(|(slot, (score, _))| Candidate {
+        .filter(|(_, (_, matched, _))| *matched >= needed)
+        .map(|(slot, (score, _, length))| Candidate {
             slot,
             url: Bytes::new(),
             score,
             inlinks: 0,
+            length,
         })
         .collect();
     results.total = candidates.len();
@@ -332,6 +352,11 @@ pub async fn search<S: RowStore>(
     results.scored = candidates.len();
     resolve(&txn, &mut candidates, Some(&weights)).await?;
     candidates.retain(|c| !c.url.is_empty());
+    if options.demote_pointers {
+        let short_below = rank::LENGTH_FLOOR * average_length;
+        let floor = rest.first().map_or(0.0, |c| c.score);
+        demote_pointers(&txn, &mut candidates, short_below, floor).await?;
+    }
     sort(&mut candidates);
 
     // The page: a slice of the pool, then of the rest (already in text-score order).
@@ -403,6 +428,78 @@ async fn resolve<S: RowStore>(
         }
         candidate.inlinks = anchors.anchors;
         candidate.url = url;
+    }
+    Ok(())
+}
+
+/// How far below its target a pointer ranks: a share of the target's score.
+const POINTER_MARGIN: f64 = 1e-6;
+
+/// Ranks each short member of `pool` (under `short_below` tokens) that links to a longer member
+/// with the same title just below the best-scoring such member, when it scored above it; never
+/// below `floor`, the best text score past the pool (so scores still never rise down the
+/// order). A short page whose title is another page's, and which links to it, is a pointer to
+/// that page: the old editions' stubs of the Rust book ("no longer distributed… see the current
+/// version") are.
+async fn demote_pointers<S: RowStore>(
+    txn: &Transaction<S>,
+    pool: &mut [Candidate],
+    short_below: f64,
+    floor: f64,
+) -> Result<()> {
+    let short: Vec<usize> = (0..pool.len())
+        .filter(|&i| f64::from(pool[i].length) < short_below)
+        .collect();
+    if short.is_empty() {
+        return Ok(());
+    }
+    let members: HashMap<Bytes, (f64, u32)> = pool
+        .iter()
+        .map(|c| (c.url.clone(), (c.score, c.length)))
+        .collect();
+    // Each short member's title and its links to longer members.
+    let pointers = try_join_all(short.iter().map(|&i| {
+        let (url, length) = (&pool[i].url, pool[i].length);
+        let members = &members;
+        async move {
+            let (title, links) = futures::try_join!(
+                txn.get(DOCUMENTS, url, TITLE),
+                txn.get(DOCUMENTS, url, OUTLINKS)
+            )?;
+            let targets: Vec<Bytes> = links
+                .map(|links| decode_outlinks(&links))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(target, _)| Bytes::from(target))
+                .filter(|t| members.get(t).is_some_and(|(_, l)| *l > length))
+                .collect();
+            Ok::<_, Error>((i, title.unwrap_or_default(), targets))
+        }
+    }))
+    .await?;
+    let linked: HashSet<&Bytes> = pointers.iter().flat_map(|(_, _, t)| t).collect();
+    let titles: HashMap<&Bytes, Bytes> = try_join_all(linked.into_iter().map(|url| async move {
+        let title = txn.get(DOCUMENTS, url, TITLE).await?;
+        Ok::<_, Error>((url, title.unwrap_or_default()))
+    }))
+    .await?
+    .into_iter()
+    .collect();
+    for (i, title, targets) in &pointers {
+        if title.is_empty() {
+            continue;
+        }
+        let target = targets
+            .iter()
+            .filter(|t| titles.get(t) == Some(title))
+            .filter_map(|t| members.get(t).map(|(score, _)| *score))
+            .max_by(f64::total_cmp);
+        let pointer = &mut pool[*i];
+        if let Some(target) = target
+            && target <= pointer.score
+        {
+            pointer.score = (target * (1.0 - POINTER_MARGIN)).max(floor);
+        }
     }
     Ok(())
 }

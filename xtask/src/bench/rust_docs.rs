@@ -43,16 +43,21 @@ pub fn table(report: &Value) -> String {
         "## Relevance on the Rust docs: {} pages, {n} hand-judged queries\n\nFirst page of 10; \
          \"before\" re-ranks the best 100 by BM25 with anchors and inlinks (what a first page \
          showed before the pool was fixed), plain BM25; \"now\" is the default.\n\n| ranking \
-         | rerank pool | length floor | top 1 | top 3 | MRR | first page p50 / max |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
+         | rerank pool | length floor | pointers below | top 1 | top 3 | MRR | first page p50 / \
+         max |\n|---|---:|---:|---|---:|---:|---:|---:|\n",
         report["documents"].as_i64().unwrap_or(0),
     );
     for s in report["scores"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "| {} | {} | {} | {} / {n} | {} / {n} | {:.3} | {:.1} / {:.1} ms |\n",
+            "| {} | {} | {} | {} | {} / {n} | {} / {n} | {:.3} | {:.1} / {:.1} ms |\n",
             s["ranking"]["name"].as_str().unwrap_or("?"),
             s["ranking"]["pool"].as_u64().unwrap_or(0),
             num(&s["ranking"]["length_floor"]),
+            if s["ranking"]["pointers_below"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "no"
+            },
             s["top1"].as_u64().unwrap_or(0),
             s["top3"].as_u64().unwrap_or(0),
             num(&s["mrr"]),

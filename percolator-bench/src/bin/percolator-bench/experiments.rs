@@ -374,13 +374,14 @@ pub async fn rust_docs(args: &RustDocsArgs, namespace: &str) -> Result<(), BoxEr
         ),
     );
     progress.set_message("queries");
-    let mut rankings = vec![Ranking::BEFORE, Ranking::NOW];
+    let mut rankings = vec![Ranking::BEFORE, Ranking::NOW, Ranking::POINTERS_AS_SCORED];
     for &pool in &args.pools {
         rankings.push(Ranking {
             // Lives for the process: a handful of names.
             name: Box::leak(format!("pool {pool}").into_boxed_str()),
             pool,
             length_floor: Ranking::NOW.length_floor,
+            pointers_below: Ranking::NOW.pointers_below,
         });
     }
     let report = rust_docs::evaluate(&loader, corpus, &rankings).await;
