@@ -197,6 +197,10 @@ impl RowStore for EtcdStore {
         read::read_row(&self.client, &self.layout, request).await
     }
 
+    async fn read_rows(&self, requests: Vec<ReadRow>) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+        read::read_rows(&self.client, &self.layout, requests).await
+    }
+
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         read::scan(&self.client, &self.layout, &request).await
     }

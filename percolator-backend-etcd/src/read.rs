@@ -1,5 +1,5 @@
-//! Reads: `read_row` as one read-only etcd transaction (every family of the row at one
-//! revision), `scan` as pages of one key range, all pages at the revision of the first.
+//! Reads: `read_row` and `read_rows` as one read-only etcd transaction (every family of every
+//! row at one revision), `scan` as pages of one key range, all pages at the revision of the first.
 
 use std::ops::Bound;
 
@@ -91,15 +91,40 @@ fn cells_of(
     Ok(())
 }
 
-/// `RowStore::read_row`: every range in one read-only transaction when the cluster's
-/// `--max-txn-ops` allows, else several, all at the revision the first one read.
+/// `RowStore::read_row`: [`read_rows`] of one row.
 pub(crate) async fn read_row(
     client: &EtcdClient,
     layout: &Layout,
     request: ReadRow,
 ) -> Result<Vec<Vec<Cell>>, StoreError> {
-    let ops = ranges_of(layout, &request);
-    let mut out: Vec<Vec<Cell>> = vec![Vec::new(); request.reads.len()];
+    let mut answers = read_rows(client, layout, vec![request]).await?;
+    answers
+        .pop()
+        .ok_or_else(|| StoreError::Corrupt("a row read got no answer".into()))
+}
+
+/// `RowStore::read_rows`: the ranges of every row in one read-only transaction when the
+/// cluster's `--max-txn-ops` allows, else several, all at the revision the first one read (so
+/// every row is one consistent snapshot, and all of them the same one).
+pub(crate) async fn read_rows(
+    client: &EtcdClient,
+    layout: &Layout,
+    requests: Vec<ReadRow>,
+) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+    // (request, range) pairs, in order.
+    let ops: Vec<(usize, RangeOp)> = requests
+        .iter()
+        .enumerate()
+        .flat_map(|(i, request)| {
+            ranges_of(layout, request)
+                .into_iter()
+                .map(move |op| (i, op))
+        })
+        .collect();
+    let mut out: Vec<Vec<Vec<Cell>>> = requests
+        .iter()
+        .map(|request| vec![Vec::new(); request.reads.len()])
+        .collect();
     let max_ops = client.config().max_txn_ops.max(1);
     let mut revision = 0i64;
     for chunk in ops.chunks(max_ops) {
@@ -107,7 +132,7 @@ pub(crate) async fn read_row(
             compare: Vec::new(),
             success: chunk
                 .iter()
-                .map(|op| RequestOp {
+                .map(|(_, op)| RequestOp {
                     request: Some(request_op::Request::RequestRange(proto::RangeRequest {
                         revision,
                         ..op.request.clone()
@@ -128,7 +153,7 @@ pub(crate) async fn read_row(
                 "etcd answered a read with a different number of ranges".into(),
             ));
         }
-        for (op, response) in chunk.iter().zip(answer.responses) {
+        for ((i, op), response) in chunk.iter().zip(answer.responses) {
             let Some(response_op::Response::ResponseRange(range)) = response.response else {
                 return Err(StoreError::Corrupt(
                     "etcd answered a range with something else".into(),
@@ -136,15 +161,17 @@ pub(crate) async fn read_row(
             };
             cells_of(
                 layout,
-                &request.reads[op.read],
+                &requests[*i].reads[op.read],
                 range.kvs,
-                &mut out[op.read],
+                &mut out[*i][op.read],
             )?;
         }
     }
-    for (cells, read) in out.iter_mut().zip(&request.reads) {
-        if matches!(read.columns, Columns::All) {
-            truncate_versions(cells, read.max_versions);
+    for (answer, request) in out.iter_mut().zip(&requests) {
+        for (cells, read) in answer.iter_mut().zip(&request.reads) {
+            if matches!(read.columns, Columns::All) {
+                truncate_versions(cells, read.max_versions);
+            }
         }
     }
     Ok(out)

@@ -49,6 +49,18 @@ async fn main() -> Result<(), Error> {
             cell.value.len()
         );
     }
+
+    // Many cells, across rows and tables, in one store call (on etcd, one round trip).
+    let cells = txn
+        .get_many([
+            ("docs", "https://example.com/", "contents"),
+            ("dups", "hash:1234", "canonical-url"),
+        ])
+        .await?;
+    println!(
+        "{} of 2 cells found in one read",
+        cells.iter().flatten().count()
+    );
     client.shutdown().await?;
     drop(txn);
     drop(client);

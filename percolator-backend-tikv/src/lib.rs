@@ -499,6 +499,24 @@ impl<A: KvApi> RowStore for TikvStore<A> {
         Ok(out)
     }
 
+    /// Every row under one TiKV snapshot (one timestamp from PD for the batch, not one per row).
+    async fn read_rows(&self, requests: Vec<ReadRow>) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+        let mut txn = self.api.snapshot().await.map_err(store_error)?;
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in &requests {
+            let mut out = Vec::with_capacity(request.reads.len());
+            for read in &request.reads {
+                out.push(
+                    self.read_family(&mut txn, &request.table, &request.row, read)
+                        .await?,
+                );
+            }
+            answers.push(out);
+        }
+        let _ = txn.rollback().await;
+        Ok(answers)
+    }
+
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         use std::ops::Bound;
         let family = self.family_prefix(request.read.family);

@@ -81,6 +81,17 @@ impl RowStore for Arc<dyn RowStore> {
         (**self).read_row(request)
     }
 
+    fn read_rows<'life0, 'async_trait>(
+        &'life0 self,
+        requests: Vec<ReadRow>,
+    ) -> Boxed<'async_trait, Result<Vec<Vec<Vec<Cell>>>, StoreError>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).read_rows(requests)
+    }
+
     fn scan<'life0, 'async_trait>(
         &'life0 self,
         request: Scan,

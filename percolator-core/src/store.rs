@@ -563,6 +563,19 @@ pub trait RowStore: Send + Sync + 'static {
     /// [`ReadRow::reads`] entry, each ordered by column then newest first.
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError>;
 
+    /// Reads several rows: one answer per request, in order, each as [`Self::read_row`] answers
+    /// it (one consistent snapshot of its row; different rows may be read at different moments,
+    /// which the protocol's timestamps make safe). A distributed store answers them in as few
+    /// round trips as it can (etcd: one read-only transaction of many ranges). By default, the
+    /// rows are read one after another; an empty batch answers nothing.
+    async fn read_rows(&self, requests: Vec<ReadRow>) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            answers.push(self.read_row(request).await?);
+        }
+        Ok(answers)
+    }
+
     /// Scans one family over a row range, in row order; only rows with selected cells appear.
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError>;
 

@@ -84,6 +84,10 @@ impl RowStore for ProcessView {
         self.reachable()?;
         self.store.read_row(request).await
     }
+    async fn read_rows(&self, requests: Vec<ReadRow>) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+        self.reachable()?;
+        self.store.read_rows(requests).await
+    }
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         self.reachable()?;
         self.store.scan(request).await

@@ -58,11 +58,13 @@ pub trait Engine: Send + Sync + 'static {
 pub struct PercolatorEngine<S: RowStore> {
     runtime: Runtime<S>,
     scale: Scale,
+    batch_reads: bool,
 }
 
 /// The market emulator's Trade-Result: an observer on [`table::TRADE_REQUEST`].
 struct TradeResultObserver {
     market: Arc<Market>,
+    batch_reads: bool,
 }
 
 const OBSERVER: &str = "tpce-market-emulator";
@@ -87,7 +89,11 @@ impl<S: RowStore> Observer<S> for TradeResultObserver {
             now_us: now_us(),
         };
         // The frames need the scale only for Load; any scale will do here.
-        frames::run(&mut PercolatorKv { txn }, &input, &Scale::of(10)).await?;
+        let mut kv = PercolatorKv {
+            txn,
+            batch_reads: self.batch_reads,
+        };
+        frames::run(&mut kv, &input, &Scale::of(10)).await?;
         Ok(())
     }
 
@@ -101,15 +107,20 @@ impl<S: RowStore> Observer<S> for TradeResultObserver {
 }
 
 impl<S: RowStore> PercolatorEngine<S> {
-    /// Starts a worker on `store` whose observer is the market emulator.
+    /// Starts a worker on `store` whose observer is the market emulator; `batch_reads`: see
+    /// [`PercolatorKv::batch_reads`].
     pub async fn start(
         store: Arc<S>,
         scale: Scale,
         market: Arc<Market>,
         oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
+        batch_reads: bool,
     ) -> Result<Self> {
         let mut observers = Observers::new();
-        observers.register(TradeResultObserver { market })?;
+        observers.register(TradeResultObserver {
+            market,
+            batch_reads,
+        })?;
         let config = RuntimeConfig::default()
             .with_scanners(2)
             .with_max_concurrent_runs(16)
@@ -120,13 +131,22 @@ impl<S: RowStore> PercolatorEngine<S> {
             None => Client::builder(store).local_oracle(),
         };
         let runtime = Runtime::start(client, observers, config).await?;
-        Ok(Self { runtime, scale })
+        Ok(Self {
+            runtime,
+            scale,
+            batch_reads,
+        })
     }
 }
 
 impl<S: RowStore> Engine for PercolatorEngine<S> {
     fn name(&self) -> String {
-        format!("percolator/{}", self.runtime.client().store().name())
+        let store = self.runtime.client().store().name();
+        if self.batch_reads {
+            format!("percolator/{store}")
+        } else {
+            format!("percolator/{store} (single reads)")
+        }
     }
 
     async fn execute(&self, input: &TxnInput) -> Result<Executed> {
@@ -135,8 +155,15 @@ impl<S: RowStore> Engine for PercolatorEngine<S> {
         loop {
             attempts += 1;
             let mut txn = self.runtime.client().begin().await?;
-            let outcome =
-                frames::run(&mut PercolatorKv { txn: &mut txn }, input, &self.scale).await;
+            let outcome = frames::run(
+                &mut PercolatorKv {
+                    txn: &mut txn,
+                    batch_reads: self.batch_reads,
+                },
+                input,
+                &self.scale,
+            )
+            .await;
             let result = match outcome {
                 Ok(output) => txn.commit().await.map(|_| output),
                 Err(e) => Err(e),
@@ -162,7 +189,11 @@ impl<S: RowStore> Engine for PercolatorEngine<S> {
 
     async fn verify(&self) -> Result<InvariantReport> {
         let mut txn = self.runtime.client().begin().await?;
-        check::verify(&mut PercolatorKv { txn: &mut txn }, &self.scale).await
+        let mut kv = PercolatorKv {
+            txn: &mut txn,
+            batch_reads: self.batch_reads,
+        };
+        check::verify(&mut kv, &self.scale).await
     }
 
     fn emulator_conflicts(&self) -> u64 {

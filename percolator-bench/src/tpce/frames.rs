@@ -6,6 +6,8 @@
 //! business rules beyond what the end-of-run invariants check — cash, holdings and broker
 //! totals consistent with the executed trades.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use percolator_core::{Error, Result};
 use rand::Rng;
@@ -274,25 +276,30 @@ pub async fn run<K: Kv>(kv: &mut K, input: &TxnInput, scale: &Scale) -> Result<F
             let recent = kv
                 .scan_prefix(table::TRADE_BY_ACCOUNT, &key(&[*ca_id]), 50)
                 .await?;
-            for (row, _) in recent {
-                let t_id = !key_part(&row, 1)?;
-                need(kv, table::TRADE, &key(&[t_id]), &mut out).await?;
-            }
+            let trades = recent
+                .iter()
+                .map(|(row, _)| Ok((table::TRADE, key(&[!key_part(row, 1)?]))))
+                .collect::<Result<Vec<_>>>()?;
+            need_many(kv, &trades, &mut out).await?;
         }
         TxnInput::MarketWatch { c_id } => {
             let items = kv
                 .scan_prefix(table::WATCH_ITEM, &key(&[*c_id]), 100)
                 .await?;
-            for (row, _) in items {
-                let s_id = key_part(&row, 1)?;
-                need(kv, table::LAST_TRADE, &key(&[s_id]), &mut out).await?;
-            }
+            let prices = items
+                .iter()
+                .map(|(row, _)| Ok((table::LAST_TRADE, key(&[key_part(row, 1)?]))))
+                .collect::<Result<Vec<_>>>()?;
+            need_many(kv, &prices, &mut out).await?;
         }
         TxnInput::SecurityDetail { s_id } => {
             let security = need(kv, table::SECURITY, &key(&[*s_id]), &mut out).await?;
             let [co_id, _, _] = fields::<3>(table::SECURITY, &security)?;
-            need(kv, table::COMPANY, &key(&[schema::id(co_id)?]), &mut out).await?;
-            need(kv, table::LAST_TRADE, &key(&[*s_id]), &mut out).await?;
+            let rows = [
+                (table::COMPANY, key(&[schema::id(co_id)?])),
+                (table::LAST_TRADE, key(&[*s_id])),
+            ];
+            need_many(kv, &rows, &mut out).await?;
             let recent = kv
                 .scan_prefix(table::TRADE_BY_SECURITY, &key(&[*s_id]), 5)
                 .await?;
@@ -303,17 +310,25 @@ pub async fn run<K: Kv>(kv: &mut K, input: &TxnInput, scale: &Scale) -> Result<F
             let accounts = kv
                 .scan_prefix(table::ACCOUNT_BY_CUSTOMER, &key(&[*c_id]), 10)
                 .await?;
-            for (row, _) in accounts {
-                let ca_id = key_part(&row, 1)?;
-                need(kv, table::ACCOUNT, &key(&[ca_id]), &mut out).await?;
+            let ca_ids = accounts
+                .iter()
+                .map(|(row, _)| key_part(row, 1))
+                .collect::<Result<Vec<_>>>()?;
+            let rows: Vec<_> = ca_ids
+                .iter()
+                .map(|ca_id| (table::ACCOUNT, key(&[*ca_id])))
+                .collect();
+            need_many(kv, &rows, &mut out).await?;
+            let mut prices = Vec::new();
+            for ca_id in ca_ids {
                 let holdings = kv
                     .scan_prefix(table::HOLDING_SUMMARY, &key(&[ca_id]), 100)
                     .await?;
                 for (row, _) in holdings {
-                    let s_id = key_part(&row, 1)?;
-                    need(kv, table::LAST_TRADE, &key(&[s_id]), &mut out).await?;
+                    prices.push((table::LAST_TRADE, key(&[key_part(&row, 1)?])));
                 }
             }
+            need_many(kv, &prices, &mut out).await?;
         }
         TxnInput::TradeOrder {
             t_id,
@@ -325,10 +340,13 @@ pub async fn run<K: Kv>(kv: &mut K, input: &TxnInput, scale: &Scale) -> Result<F
         } => {
             let account = need(kv, table::ACCOUNT, &key(&[*ca_id]), &mut out).await?;
             let [c_id, _, _] = fields::<3>(table::ACCOUNT, &account)?;
-            need(kv, table::CUSTOMER, &key(&[schema::id(c_id)?]), &mut out).await?;
-            need(kv, table::SECURITY, &key(&[*s_id]), &mut out).await?;
-            let last = need(kv, table::LAST_TRADE, &key(&[*s_id]), &mut out).await?;
-            let [price, _, _] = fields::<3>(table::LAST_TRADE, &last)?;
+            let rows = [
+                (table::CUSTOMER, key(&[schema::id(c_id)?])),
+                (table::SECURITY, key(&[*s_id])),
+                (table::LAST_TRADE, key(&[*s_id])),
+            ];
+            let read = need_many(kv, &rows, &mut out).await?;
+            let [price, _, _] = fields::<3>(table::LAST_TRADE, &read[2])?;
             let trade = Trade {
                 ca_id: *ca_id,
                 s_id: *s_id,
@@ -352,22 +370,26 @@ pub async fn run<K: Kv>(kv: &mut K, input: &TxnInput, scale: &Scale) -> Result<F
             trade_result(kv, *t_id, *now_us, &mut out).await?;
         }
         TxnInput::TradeLookup { t_ids } => {
-            for t_id in t_ids {
-                if kv.get(table::TRADE, &key(&[*t_id])).await?.is_some() {
+            let rows: Vec<_> = t_ids.iter().map(|t| (table::TRADE, key(&[*t]))).collect();
+            let trades = kv.get_many(&rows).await?;
+            let mut settlements = Vec::new();
+            for (t_id, trade) in t_ids.iter().zip(trades) {
+                if trade.is_some() {
                     out.rows_read += 1;
                     let history = kv
                         .scan_prefix(table::TRADE_HISTORY, &key(&[*t_id]), 3)
                         .await?;
                     out.rows_read += history.len();
-                    if kv.get(table::SETTLEMENT, &key(&[*t_id])).await?.is_some() {
-                        out.rows_read += 1;
-                    }
+                    settlements.push((table::SETTLEMENT, key(&[*t_id])));
                 }
             }
+            let settled = kv.get_many(&settlements).await?;
+            out.rows_read += settled.iter().filter(|s| s.is_some()).count();
         }
         TxnInput::BrokerVolume { b_ids } => {
+            let rows: Vec<_> = b_ids.iter().map(|b| (table::BROKER, key(&[*b]))).collect();
+            need_many(kv, &rows, &mut out).await?;
             for b_id in b_ids {
-                need(kv, table::BROKER, &key(&[*b_id]), &mut out).await?;
                 let pending = kv
                     .scan_prefix(table::BROKER_DELTA, &key(&[*b_id]), usize::MAX)
                     .await?;
@@ -375,26 +397,45 @@ pub async fn run<K: Kv>(kv: &mut K, input: &TxnInput, scale: &Scale) -> Result<F
             }
         }
         TxnInput::TradeUpdate { t_ids } => {
-            for t_id in t_ids {
-                let Some(bytes) = kv.get(table::TRADE, &key(&[*t_id])).await? else {
-                    continue;
+            let rows: Vec<_> = t_ids.iter().map(|t| (table::TRADE, key(&[*t]))).collect();
+            let read = kv.get_many(&rows).await?;
+            // A trade listed twice is updated twice: the second update reads the first's.
+            let mut updated: HashMap<u64, Trade> = HashMap::new();
+            for (t_id, bytes) in t_ids.iter().zip(read) {
+                let mut trade = match (updated.remove(t_id), bytes) {
+                    (Some(trade), _) => trade,
+                    (None, Some(bytes)) => Trade::decode(&bytes)?,
+                    (None, None) => continue,
                 };
                 out.rows_read += 1;
-                let mut trade = Trade::decode(&bytes)?;
                 trade.updates += 1;
                 kv.put(table::TRADE, &key(&[*t_id]), trade.encode())?;
+                updated.insert(*t_id, trade);
             }
         }
         TxnInput::MarketFeed { ticks, now_us } => {
-            for (s_id, delta) in ticks {
-                let last = need(kv, table::LAST_TRADE, &key(&[*s_id]), &mut out).await?;
-                let [price, volume, _] = fields::<3>(table::LAST_TRADE, &last)?;
+            let rows: Vec<_> = ticks
+                .iter()
+                .map(|(s_id, _)| (table::LAST_TRADE, key(&[*s_id])))
+                .collect();
+            let lasts = need_many(kv, &rows, &mut out).await?;
+            // A security ticked twice moves from its first tick's price.
+            let mut ticked: HashMap<u64, (i64, i64)> = HashMap::new();
+            for ((s_id, delta), last) in ticks.iter().zip(lasts) {
+                let (price, volume) = match ticked.get(s_id) {
+                    Some(&now) => now,
+                    None => {
+                        let [price, volume, _] = fields::<3>(table::LAST_TRADE, &last)?;
+                        (price, volume)
+                    }
+                };
                 let price = (price + delta).max(100);
                 kv.put(
                     table::LAST_TRADE,
                     &key(&[*s_id]),
                     record(&[price, volume + 1, *now_us]),
                 )?;
+                ticked.insert(*s_id, (price, volume + 1));
             }
         }
         TxnInput::BrokerAggregate { b_id } => {
@@ -435,6 +476,26 @@ async fn need<K: Kv>(
             "{table} row {row:?} is missing (was the database loaded?)"
         ))
     })
+}
+
+/// Reads rows that must exist, in one [`Kv::get_many`].
+async fn need_many<K: Kv>(
+    kv: &mut K,
+    rows: &[(&'static str, Bytes)],
+    out: &mut FrameOutput,
+) -> Result<Vec<Bytes>> {
+    out.rows_read += rows.len();
+    let read = kv.get_many(rows).await?;
+    rows.iter()
+        .zip(read)
+        .map(|((table, row), value)| {
+            value.ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "{table} row {row:?} is missing (was the database loaded?)"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Writes a trade with its history entry and index rows.

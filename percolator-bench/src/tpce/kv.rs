@@ -22,6 +22,22 @@ pub trait Kv {
         row: &[u8],
     ) -> impl Future<Output = Result<Option<Bytes>>>;
 
+    /// The records of `rows` (table and row each), in order: what [`Self::get`] answers for
+    /// each. Percolator reads them in one store call ([`Transaction::get_many`]); the default
+    /// reads them one after another.
+    fn get_many(
+        &mut self,
+        rows: &[(&'static str, Bytes)],
+    ) -> impl Future<Output = Result<Vec<Option<Bytes>>>> {
+        async move {
+            let mut out = Vec::with_capacity(rows.len());
+            for (table, row) in rows {
+                out.push(self.get(table, row).await?);
+            }
+            Ok(out)
+        }
+    }
+
     /// Up to `limit` rows whose key starts with `prefix`, in key order.
     fn scan_prefix(
         &mut self,
@@ -41,6 +57,9 @@ pub trait Kv {
 pub struct PercolatorKv<'a, S: RowStore> {
     /// The transaction.
     pub txn: &'a mut Transaction<S>,
+    /// Rows read together go to the store in one batch ([`Transaction::get_many`]); off, one
+    /// read after another (the baseline the batch is measured against).
+    pub batch_reads: bool,
 }
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no such bound).
@@ -58,6 +77,20 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 impl<S: RowStore> Kv for PercolatorKv<'_, S> {
     async fn get(&mut self, table: &'static str, row: &[u8]) -> Result<Option<Bytes>> {
         self.txn.get(table, row, COLUMN).await
+    }
+
+    async fn get_many(&mut self, rows: &[(&'static str, Bytes)]) -> Result<Vec<Option<Bytes>>> {
+        if self.batch_reads {
+            return self
+                .txn
+                .get_many(rows.iter().map(|(table, row)| (*table, row, COLUMN)))
+                .await;
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for (table, row) in rows {
+            out.push(self.txn.get(table, row, COLUMN).await?);
+        }
+        Ok(out)
     }
 
     async fn scan_prefix(

@@ -57,6 +57,10 @@ pub struct TpceConfig {
     pub aggregate_every: Duration,
     /// Show progress bars (load, run) on stderr.
     pub progress: bool,
+    /// Percolator reads the rows a frame reads together in one batch
+    /// ([`Transaction::get_many`](percolator_core::Transaction::get_many)); off, one after
+    /// another.
+    pub batch_reads: bool,
 }
 
 impl TpceConfig {
@@ -70,6 +74,7 @@ impl TpceConfig {
             drain_timeout: Duration::from_secs(60),
             aggregate_every: Duration::from_millis(100),
             progress: true,
+            batch_reads: true,
         }
     }
 
@@ -489,7 +494,14 @@ pub async fn run_percolator_with_oracle<S: percolator_core::RowStore>(
 ) -> Result<TpceReport> {
     let (market, feed) = Market::new(Arc::new(Stats::default()));
     let scale = Scale::of(config.customers);
-    let engine = engine::PercolatorEngine::start(store, scale, Arc::clone(&market), oracle).await?;
+    let engine = engine::PercolatorEngine::start(
+        store,
+        scale,
+        Arc::clone(&market),
+        oracle,
+        config.batch_reads,
+    )
+    .await?;
     run(engine, market, feed, config).await
 }
 
@@ -554,7 +566,7 @@ mod tests {
         let (market, _feed) = Market::new(Arc::new(Stats::default()));
         let config = tiny();
         let scale = Scale::of(config.customers);
-        let engine = engine::PercolatorEngine::start(Arc::clone(&store), scale, market, None)
+        let engine = engine::PercolatorEngine::start(Arc::clone(&store), scale, market, None, true)
             .await
             .unwrap();
         load(&engine, &scale, &config).await.unwrap();

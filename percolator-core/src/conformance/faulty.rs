@@ -349,6 +349,11 @@ impl<S: RowStore> RowStore for FaultyStore<S> {
         self.inner.read_row(request).await
     }
 
+    async fn read_rows(&self, requests: Vec<ReadRow>) -> Result<Vec<Vec<Vec<Cell>>>, StoreError> {
+        self.read_fault()?;
+        self.inner.read_rows(requests).await
+    }
+
     async fn scan(&self, request: Scan) -> Result<Vec<RowCells>, StoreError> {
         self.read_fault()?;
         self.inner.scan(request).await

@@ -15,6 +15,7 @@
 //!   batches, limits, arbitrary bytes, atomicity under concurrency);
 //! - [`txn_cases`]: snapshot isolation, the paper's Figure 4 walk-through, conflicts, retries, bad
 //!   input, corrupt stored bytes;
+//! - [`batch_cases`]: batched reads answer what single reads answer, locks included;
 //! - [`one_phase_cases`]: single-row commits in one mutation, where the store supports it;
 //! - [`fault_cases`]: a crash, lost answer, failed sync or race at every step of the commit
 //!   protocol;
@@ -34,6 +35,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+pub mod batch_cases;
 pub mod fault_cases;
 pub mod faulty;
 pub mod gc_cases;
@@ -199,6 +201,9 @@ macro_rules! conformance_tests {
             txn_corrupt_stored_bytes_are_errors => txn_cases::corrupt_stored_bytes_are_errors,
             txn_reader_never_skips_lower_lock => txn_cases::reader_never_skips_lower_lock,
             txn_committed_but_not_durable_is_not_retried => txn_cases::committed_but_not_durable_is_not_retried,
+            batch_read_rows_answers_each_row_as_read_row => batch_cases::read_rows_answers_each_row_as_read_row,
+            batch_get_many_agrees_with_get => batch_cases::get_many_agrees_with_get,
+            batch_get_many_resolves_locks_per_cell => batch_cases::get_many_resolves_locks_per_cell,
             one_phase_store_snapshot_read_condition => one_phase_cases::snapshot_read_condition,
             one_phase_condition_is_atomic_against_concurrent_readers => one_phase_cases::condition_is_atomic_against_concurrent_readers,
             one_phase_used_where_supported => one_phase_cases::used_where_supported,

@@ -190,6 +190,13 @@ impl<S: RowStore> RowStore for ForeignStore<S> {
     ) -> std::result::Result<Vec<Vec<crate::store::Cell>>, crate::error::StoreError> {
         self.0.read_row(request).await
     }
+
+    async fn read_rows(
+        &self,
+        requests: Vec<crate::store::ReadRow>,
+    ) -> std::result::Result<Vec<Vec<Vec<crate::store::Cell>>>, crate::error::StoreError> {
+        self.0.read_rows(requests).await
+    }
     async fn scan(
         &self,
         request: crate::store::Scan,

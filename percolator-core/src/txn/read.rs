@@ -132,6 +132,116 @@ impl<S: RowStore> ClientInner<S> {
         }
     }
 
+    /// What [`Self::snapshot_get_versioned`] answers for each of `addrs`, read in one store call
+    /// ([`RowStore::read_rows`]: the lock, the newest write records and, speculatively, the
+    /// newest data version of every cell, grouped by row). A cell that meets a lock at or below
+    /// `read_ts`, or whose newest write records are all rollbacks, is read again on its own,
+    /// which resolves or waits out the lock as a single read does; the others are answered from
+    /// the batch. Every answer is as of `read_ts`, so the batch sees exactly what single reads
+    /// would.
+    pub(crate) async fn snapshot_get_many(
+        &self,
+        addrs: &[CellAddr],
+        read_ts: u64,
+    ) -> Result<Vec<Versioned>> {
+        self.check_snapshot(read_ts)?;
+        if addrs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let point_reads = self.store.limits().prefers_point_reads;
+        let prefetch = if point_reads { 1 } else { WRITE_PREFETCH };
+        // Rows in order of first appearance, each with its distinct columns.
+        let mut row_of: HashMap<(&Bytes, &Bytes), usize> = HashMap::new();
+        let mut rows: Vec<(&CellAddr, Vec<Bytes>)> = Vec::new();
+        let mut addr_rows = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let index = *row_of.entry((&addr.table, &addr.row)).or_insert_with(|| {
+                rows.push((addr, Vec::new()));
+                rows.len() - 1
+            });
+            let columns = &mut rows[index].1;
+            if !columns.contains(&addr.column) {
+                columns.push(addr.column.clone());
+            }
+            addr_rows.push(index);
+        }
+        let requests: Vec<ReadRow> = rows
+            .iter()
+            .map(|(first, columns)| {
+                let columns = Columns::Only(columns.clone());
+                let mut reads = vec![
+                    FamilyRead::all(Family::Lock)
+                        .columns(columns.clone())
+                        .ts(TsRange::up_to(read_ts))
+                        .max_versions(1),
+                    FamilyRead::all(Family::Write)
+                        .columns(columns.clone())
+                        .ts(TsRange::up_to(read_ts))
+                        .max_versions(prefetch),
+                ];
+                if !point_reads {
+                    reads.push(
+                        FamilyRead::all(Family::Data)
+                            .columns(columns)
+                            .ts(TsRange::up_to(read_ts))
+                            .max_versions(1),
+                    );
+                }
+                ReadRow {
+                    snapshot_ts: Some(read_ts),
+                    table: first.table.clone(),
+                    row: first.row.clone(),
+                    reads,
+                }
+            })
+            .collect();
+        let asked = requests.first().map_or(0, |r| r.reads.len());
+        let answers = self.store.read_rows(requests).await?;
+        if answers.len() != rows.len() || answers.iter().any(|a| a.len() != asked) {
+            return Err(Error::Corrupt(
+                "store answered a batch read with a different shape".into(),
+            ));
+        }
+        let mut out = vec![Versioned::default(); addrs.len()];
+        let mut alone = Vec::new();
+        for (i, (addr, &row)) in addrs.iter().zip(&addr_rows).enumerate() {
+            let of_column = |family: usize| -> Vec<Cell> {
+                answers[row]
+                    .get(family)
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c.column == addr.column)
+                    .cloned()
+                    .collect()
+            };
+            let (lock, writes) = (of_column(0), of_column(1));
+            let all_rollbacks = writes.len() >= prefetch
+                && writes.iter().all(|c| {
+                    WriteRecord::decode(&c.value).is_ok_and(|w| w.kind == WriteKind::Rollback)
+                });
+            if !lock.is_empty() || all_rollbacks {
+                alone.push(i);
+                continue;
+            }
+            let data = if point_reads {
+                Vec::new()
+            } else {
+                of_column(2)
+            };
+            out[i] = self.visible_value(addr, &writes, &data).await?;
+        }
+        let resolved = futures::future::try_join_all(
+            alone
+                .iter()
+                .map(|&i| self.snapshot_get_versioned(&addrs[i], read_ts)),
+        )
+        .await?;
+        for (i, seen) in alone.into_iter().zip(resolved) {
+            out[i] = seen;
+        }
+        Ok(out)
+    }
+
     /// Given the write records of one column (newest first, all at or below the read timestamp)
     /// and a speculatively read data version, returns the visible value.
     async fn visible_value(

@@ -258,6 +258,65 @@ impl<S: RowStore> Transaction<S> {
         self.client.inner.snapshot_get(&addr, self.start_ts).await
     }
 
+    /// Reads many cells, across rows and tables, at this transaction's snapshot: the answers
+    /// [`Self::get`] would give, in order, from one store call
+    /// ([`RowStore::read_rows`](crate::RowStore::read_rows): on etcd one read-only transaction,
+    /// not one round trip per cell). A cell behind a lock is resolved (or waited out) on its
+    /// own, as [`Self::get`] does; this transaction's own writes answer for themselves.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// # let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// txn.set("docs", "a", "title", "A")?;
+    /// txn.set("links", "b", "from:a", "see b")?;
+    /// txn.commit().await?;
+    ///
+    /// let txn = client.begin().await?;
+    /// let cells = [("docs", "a", "title"), ("links", "b", "from:a"), ("docs", "z", "title")];
+    /// let values = txn.get_many(cells).await?;
+    /// assert_eq!(values[0].as_deref(), Some(&b"A"[..]));
+    /// assert_eq!(values[1].as_deref(), Some(&b"see b"[..]));
+    /// assert_eq!(values[2], None);
+    /// # client.shutdown().await }
+    /// ```
+    pub async fn get_many<T, R, C>(
+        &self,
+        cells: impl IntoIterator<Item = (T, R, C)>,
+    ) -> Result<Vec<Option<Bytes>>>
+    where
+        T: AsRef<[u8]>,
+        R: AsRef<[u8]>,
+        C: AsRef<[u8]>,
+    {
+        let addrs = cells
+            .into_iter()
+            .map(|(table, row, column)| self.addr(table, row, column))
+            .collect::<Result<Vec<_>>>()?;
+        let unread: Vec<CellAddr> = addrs
+            .iter()
+            .filter(|addr| !self.writes.contains_key(*addr))
+            .cloned()
+            .collect();
+        let mut read = self
+            .client
+            .inner
+            .snapshot_get_many(&unread, self.start_ts)
+            .await?
+            .into_iter();
+        Ok(addrs
+            .iter()
+            .map(|addr| match self.writes.get(addr) {
+                Some(own) => own.clone(),
+                None => read.next().and_then(|seen| seen.value),
+            })
+            .collect())
+    }
+
     /// Like [`Self::get`], with the commit timestamp of the visible write. A cell this
     /// transaction wrote itself reports the snapshot's commit timestamp underneath.
     ///

@@ -34,12 +34,15 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
 
     async fn observe(&self, txn: &mut Transaction<S>, change: &Change) -> Result<()> {
         let url = &change.row;
-        let old_links: BTreeMap<String, String> = txn
-            .get(DOCUMENTS, url, OUTLINKS)
+        // The page's cells this run compares against, in one read.
+        let [old_links, old_hash, old_declared]: [Option<bytes::Bytes>; 3] = txn
+            .get_many([OUTLINKS, HASH, DECLARED_CANONICAL].map(|c| (DOCUMENTS, url.as_ref(), c)))
             .await?
+            .try_into()
+            .map_err(|_| percolator_core::Error::Corrupt("a batch read lost cells".into()))?;
+        let old_links: BTreeMap<String, String> = old_links
             .map(|b| decode_outlinks(&b).into_iter().collect())
             .unwrap_or_default();
-        let old_hash = txn.get(DOCUMENTS, url, HASH).await?;
         let new_links: BTreeMap<String, String> = match &change.value {
             None => {
                 for column in [HASH, TITLE, TERMS, OUTLINKS, DECLARED_CANONICAL] {
@@ -63,7 +66,6 @@ impl<S: RowStore> Observer<S> for DocumentProcessor {
                     OUTLINKS,
                     encode_outlinks(links.iter().map(|(t, a)| (t.as_str(), a.as_str()))),
                 )?;
-                let old_declared = txn.get(DOCUMENTS, url, DECLARED_CANONICAL).await?;
                 let declared_changed =
                     old_declared.as_deref() != page.canonical.as_deref().map(str::as_bytes);
                 match &page.canonical {

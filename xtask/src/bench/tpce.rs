@@ -12,12 +12,28 @@ pub const PREFIX: &str = "tpce-";
 /// The peer baseline's system name.
 pub const PEER: &str = "sled-peer";
 
+/// Appended to a system's name for its run with `--single-reads` (the frames' rows read one
+/// after another: the baseline batched reads are measured against).
+pub const SINGLE_READS: &str = "-single-reads";
+
+/// Systems where a read is a network round trip, and so also run with single reads.
+const NETWORKED: &[&str] = &["etcd", "tikv"];
+
 /// Runs it on every backend (and the peer baseline once), prints the table and writes
 /// `tpce.svg`; an error if an invariant was violated.
 pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
     let mut reports = Vec::new();
-    for system in systems.iter().copied().chain([PEER]) {
-        let json = out(&format!("{PREFIX}{system}.json"));
+    let runs = systems.iter().flat_map(|&system| {
+        let single = NETWORKED.contains(&system).then_some((system, true));
+        std::iter::once((system, false)).chain(single)
+    });
+    for (system, single_reads) in runs.chain([(PEER, false)]) {
+        let label = if single_reads {
+            format!("{system}{SINGLE_READS}")
+        } else {
+            system.to_owned()
+        };
+        let json = out(&format!("{PREFIX}{label}.json"));
         let mut cmd = if system == PEER {
             let dir = out("tpce-db-sled-peer");
             let mut cmd = bench_cmd(ctx, &["tpce", "--sled-peer"]);
@@ -30,11 +46,12 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         if ctx.quick {
             cmd.arg("--quick");
         }
-        println!("== TPC-E-style on {system}");
-        reports.push((
-            system.to_owned(),
-            run_for_json(ctx, cmd, &json, &format!("tpce on {system}"))?,
-        ));
+        if single_reads {
+            cmd.arg("--single-reads");
+        }
+        println!("== TPC-E-style on {label}");
+        let report = run_for_json(ctx, cmd, &json, &format!("tpce on {label}"))?;
+        reports.push((label, report));
     }
     println!("\n{}", table(&reports));
     if reports
@@ -74,6 +91,17 @@ pub fn table(reports: &[(String, Value)]) -> String {
             .find(|(s, _)| s == system)
             .and_then(|(_, r)| r["tps_e"].as_f64())
     };
+    for system in NETWORKED {
+        if let (Some(batched), Some(single)) =
+            (tps(system), tps(&format!("{system}{SINGLE_READS}")))
+        {
+            out.push_str(&format!(
+                "\nOn {system}, batched reads ÷ single reads (same frames, same run): {:.2} \
+                 ({batched:.0} vs {single:.0} tpsE)\n",
+                batched / single.max(1e-9)
+            ));
+        }
+    }
     if let (Some(ours), Some(peer)) = (tps("sled"), tps(PEER)) {
         out.push_str(&format!(
             "\nPercolator on sled ÷ sled's own transactions (peer baseline): {:.2} ({ours:.0} vs \

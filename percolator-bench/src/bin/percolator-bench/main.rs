@@ -158,6 +158,10 @@ enum Command {
         /// Client tasks (overrides the configuration).
         #[arg(long)]
         clients: Option<usize>,
+        /// Read the rows a frame reads together one after another, not in one batch (the
+        /// baseline batched reads are measured against).
+        #[arg(long, conflicts_with = "sled_peer")]
+        single_reads: bool,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -340,6 +344,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             customers,
             secs,
             clients,
+            single_reads,
             json,
         } => {
             let mut config = if quick {
@@ -347,6 +352,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             } else {
                 tpce::TpceConfig::full()
             };
+            config.batch_reads = !single_reads;
             if let Some(c) = customers {
                 config.customers = c;
             }
