@@ -90,6 +90,10 @@ enum Cmd {
         /// now, and paged through.
         #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers"])]
         rust_docs: bool,
+        /// Only the TPC-E-style benchmark on each backend (on etcd and TiKV also with single
+        /// reads, the baseline of batched reads) and the sled peer.
+        #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers", "rust_docs"])]
+        tpce: bool,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
         /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
@@ -113,7 +117,7 @@ enum Cmd {
         pd: Option<String>,
         /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
         /// reports already in `target/bench/` (full runs of the dist profile only).
-        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "dev_build"])]
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "tpce", "dev_build"])]
         report: bool,
     },
 }
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
             serve_load,
             workers,
             rust_docs,
+            tpce,
             docs,
             hour_secs,
             rates,
@@ -140,6 +145,8 @@ fn main() -> ExitCode {
         } => {
             let only = if rust_docs {
                 bench::Only::RustDocs
+            } else if tpce {
+                bench::Only::Tpce
             } else if serve_load {
                 bench::Only::ServeLoad
             } else if let Some(counts) = workers {

@@ -1,7 +1,8 @@
 //! The two systems the benchmark drives through the same frames: Percolator over any
 //! [`RowStore`] (Trade-Result run by an observer on submitted trades, as the paper's market
-//! emulator would be), and the peer baseline, sled's own transactions (Trade-Result run by tasks
-//! fed from an in-process queue — what an embedded user would build).
+//! emulator would be), and the peer baselines, sled's own transactions here and fjall's in
+//! [`super::fjall_peer`] (Trade-Result run by tasks fed from an in-process queue — what an
+//! embedded user would build).
 
 use std::future::Future;
 use std::path::Path;
@@ -13,12 +14,12 @@ use async_trait::async_trait;
 use percolator_core::internal::backoff::Backoff;
 use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction};
 use percolator_observers::{Change, Observer, Observers, Runtime, RuntimeConfig};
-use tokio::sync::{Mutex, mpsc};
 
 use super::check::{self, InvariantReport};
 use super::frames::{self, FrameOutput, TxnInput, decode_request};
 use super::kv::{PercolatorKv, SledAccess, SledKv, sled_scan};
 use super::market::{Market, now_us};
+use super::peer::{Peer, PeerCore, empty_dir};
 use super::schema::{COLUMN, Scale, table};
 
 /// A committed transaction.
@@ -206,18 +207,13 @@ impl<S: RowStore> Engine for PercolatorEngine<S> {
 }
 
 /// The peer baseline: sled's own serializable transactions over one tree.
-pub struct SledPeer {
-    shared: Arc<SledShared>,
-    workers: Vec<tokio::task::JoinHandle<()>>,
-}
+pub type SledPeer = Peer<SledShared>;
 
-struct SledShared {
+/// The sled peer's state (see [`SledPeer`]).
+pub struct SledShared {
     db: sled::Db,
     tree: sled::Tree,
     scale: Scale,
-    market: Arc<Market>,
-    queue: mpsc::UnboundedSender<(u64, u64, i64)>,
-    conflicts: AtomicU64,
 }
 
 impl SledShared {
@@ -272,102 +268,50 @@ impl SledShared {
     }
 }
 
-impl SledPeer {
+impl Peer<SledShared> {
     /// Opens (emptied first) a sled database at `path` and starts `executors` Trade-Result
     /// tasks.
-    pub fn open(path: &Path, scale: Scale, market: Arc<Market>, executors: usize) -> Result<Self> {
-        if path.exists() {
-            std::fs::remove_dir_all(path)
-                .map_err(|e| Error::Application(format!("emptying {}: {e}", path.display())))?;
-        }
+    pub fn open_sled(
+        path: &Path,
+        scale: Scale,
+        market: Arc<Market>,
+        executors: usize,
+    ) -> Result<Self> {
+        empty_dir(path)?;
         let db = sled::open(path)
             .map_err(|e| Error::Application(format!("opening {}: {e}", path.display())))?;
         let tree = db
             .open_tree("tpce")
             .map_err(|e| Error::Application(format!("opening tree: {e}")))?;
-        let (queue, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(SledShared {
-            db,
-            tree,
-            scale,
+        Ok(Peer::start(
+            SledShared { db, tree, scale },
             market,
-            queue,
-            conflicts: AtomicU64::new(0),
-        });
-        let rx = Arc::new(Mutex::new(rx));
-        let workers = (0..executors.max(1))
-            .map(|_| tokio::spawn(trade_result_worker(Arc::clone(&shared), Arc::clone(&rx))))
-            .collect();
-        Ok(Self { shared, workers })
+            executors,
+        ))
     }
 }
 
-async fn trade_result_worker(
-    shared: Arc<SledShared>,
-    rx: Arc<Mutex<mpsc::UnboundedReceiver<(u64, u64, i64)>>>,
-) {
-    loop {
-        let next = rx.lock().await.recv().await;
-        let Some((t_id, s_id, submitted_us)) = next else {
-            return;
-        };
-        let input = TxnInput::TradeResult {
-            t_id,
-            now_us: now_us(),
-        };
-        match shared.execute(&input) {
-            Ok(done) => {
-                shared
-                    .conflicts
-                    .fetch_add(done.attempts.saturating_sub(1), Ordering::Relaxed);
-                shared.market.executed(s_id, submitted_us, done.attempts);
-            }
-            Err(e) => {
-                tracing::warn!(t_id, error = %e, "trade result failed");
-                shared
-                    .market
-                    .stats
-                    .failed(super::frames::TxnKind::TradeResult, 1);
-            }
-        }
-        tokio::task::consume_budget().await;
-    }
-}
-
-impl Engine for SledPeer {
+impl PeerCore for SledShared {
     fn name(&self) -> String {
         "sled transactions (peer)".into()
     }
 
-    async fn execute(&self, input: &TxnInput) -> Result<Executed> {
-        tokio::task::consume_budget().await;
-        self.shared.execute(input)
+    fn execute(&self, input: &TxnInput) -> Result<Executed> {
+        SledShared::execute(self, input)
     }
 
-    fn submitted(&self, t_id: u64, s_id: u64, submitted_us: i64) {
-        let _ = self.shared.queue.send((t_id, s_id, submitted_us));
-    }
-
-    async fn verify(&self) -> Result<InvariantReport> {
+    fn verify(&self) -> Result<InvariantReport> {
         // Run after the market drained: nothing writes any more, direct reads see one state.
         let mut kv = SledKv {
-            access: SledAccess::Direct(&self.shared.tree),
+            access: SledAccess::Direct(&self.tree),
             prefetched: None,
             conflict: false,
         };
-        futures::executor::block_on(check::verify(&mut kv, &self.shared.scale))
+        futures::executor::block_on(check::verify(&mut kv, &self.scale))
     }
 
-    fn emulator_conflicts(&self) -> u64 {
-        self.shared.conflicts.load(Ordering::Relaxed)
-    }
-
-    async fn shutdown(self) -> Result<()> {
-        for w in &self.workers {
-            w.abort();
-        }
-        self.shared
-            .db
+    async fn close(&self) -> Result<()> {
+        self.db
             .flush_async()
             .await
             .map(|_| ())

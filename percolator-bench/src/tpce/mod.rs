@@ -18,10 +18,12 @@
 
 pub mod check;
 pub mod engine;
+pub mod fjall_peer;
 pub mod frames;
 pub mod kv;
 pub mod load;
 pub mod market;
+pub mod peer;
 pub mod schema;
 pub mod stats;
 
@@ -509,7 +511,16 @@ pub async fn run_percolator_with_oracle<S: percolator_core::RowStore>(
 pub async fn run_sled_peer(path: &std::path::Path, config: &TpceConfig) -> Result<TpceReport> {
     let (market, feed) = Market::new(Arc::new(Stats::default()));
     let scale = Scale::of(config.customers);
-    let engine = engine::SledPeer::open(path, scale, Arc::clone(&market), 16)?;
+    let engine = engine::SledPeer::open_sled(path, scale, Arc::clone(&market), 16)?;
+    run(engine, market, feed, config).await
+}
+
+/// Runs the benchmark on the peer baseline on fjall, fjall's own optimistic transactions, in
+/// `path` (emptied first).
+pub async fn run_fjall_peer(path: &std::path::Path, config: &TpceConfig) -> Result<TpceReport> {
+    let (market, feed) = Market::new(Arc::new(Stats::default()));
+    let scale = Scale::of(config.customers);
+    let engine = fjall_peer::FjallPeer::open_fjall(path, scale, Arc::clone(&market), 16)?;
     run(engine, market, feed, config).await
 }
 
@@ -549,15 +560,25 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sled_peer_runs_the_same_mix_and_keeps_the_invariants() {
+    async fn peers_run_the_same_mix_and_keep_the_invariants() {
         let dir = tempfile::tempdir().unwrap();
-        let report = run_sled_peer(&dir.path().join("peer"), &tiny())
-            .await
-            .unwrap();
-        assert!(report.drained, "{}", report.table());
-        assert!(report.invariants.ok(), "{}", report.table());
-        assert!(report.invariants.trades > 0, "{}", report.table());
-        assert!(report.tps_e > 0.0);
+        for (name, report) in [
+            (
+                "sled",
+                run_sled_peer(&dir.path().join("sled"), &tiny()).await,
+            ),
+            (
+                "fjall",
+                run_fjall_peer(&dir.path().join("fjall"), &tiny()).await,
+            ),
+        ] {
+            let report = report.unwrap();
+            assert!(report.engine.contains(name), "{}", report.engine);
+            assert!(report.drained, "{}", report.table());
+            assert!(report.invariants.ok(), "{}", report.table());
+            assert!(report.invariants.trades > 0, "{}", report.table());
+            assert!(report.tps_e > 0.0);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

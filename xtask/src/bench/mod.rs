@@ -51,6 +51,8 @@ pub enum Only {
     Workers(Vec<usize>),
     /// Relevance on the Rust docs.
     RustDocs,
+    /// The TPC-E-style benchmark.
+    Tpce,
 }
 
 /// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
@@ -254,6 +256,9 @@ pub fn bench(
         quick,
         remote: &remote,
     };
+    if only == Only::Tpce {
+        return tpce::run(&ctx, &systems);
+    }
     if only == Only::All {
         micro::run(&ctx, &systems)?;
         oracle_service::run(&ctx)?;

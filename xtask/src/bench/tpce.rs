@@ -1,5 +1,5 @@
 //! The TPC-E-style brokerage benchmark (`percolator-bench tpce`) on every backend, and the peer
-//! baseline on sled's own transactions.
+//! baselines on sled's and fjall's own transactions.
 
 use serde_json::Value;
 
@@ -9,8 +9,11 @@ use crate::plot::{Chart, Series};
 /// Report files: `tpce-<system>.json`.
 pub const PREFIX: &str = "tpce-";
 
-/// The peer baseline's system name.
+/// The peer baseline's system name: sled's own transactions.
 pub const PEER: &str = "sled-peer";
+
+/// The peer baseline on fjall's own transactions.
+pub const FJALL_PEER: &str = "fjall-peer";
 
 /// Appended to a system's name for its run with `--single-reads` (the frames' rows read one
 /// after another: the baseline batched reads are measured against).
@@ -27,16 +30,16 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         let single = NETWORKED.contains(&system).then_some((system, true));
         std::iter::once((system, false)).chain(single)
     });
-    for (system, single_reads) in runs.chain([(PEER, false)]) {
+    for (system, single_reads) in runs.chain([(PEER, false), (FJALL_PEER, false)]) {
         let label = if single_reads {
             format!("{system}{SINGLE_READS}")
         } else {
             system.to_owned()
         };
         let json = out(&format!("{PREFIX}{label}.json"));
-        let mut cmd = if system == PEER {
-            let dir = out("tpce-db-sled-peer");
-            let mut cmd = bench_cmd(ctx, &["tpce", "--sled-peer"]);
+        let mut cmd = if system == PEER || system == FJALL_PEER {
+            let dir = out(&format!("tpce-db-{system}"));
+            let mut cmd = bench_cmd(ctx, &["tpce", &format!("--{system}")]);
             cmd.arg(dir);
             cmd
         } else {
@@ -101,6 +104,13 @@ pub fn table(reports: &[(String, Value)]) -> String {
                 batched / single.max(1e-9)
             ));
         }
+    }
+    if let (Some(ours), Some(peer)) = (tps("fjall"), tps(FJALL_PEER)) {
+        out.push_str(&format!(
+            "\nPercolator on fjall ÷ fjall's own optimistic transactions (peer baseline): {:.2} \
+             ({ours:.0} vs {peer:.0} tpsE)\n",
+            ours / peer.max(1e-9)
+        ));
     }
     if let (Some(ours), Some(peer)) = (tps("sled"), tps(PEER)) {
         out.push_str(&format!(

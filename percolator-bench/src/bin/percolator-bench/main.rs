@@ -3,7 +3,7 @@
 //! ```text
 //! percolator-bench micro --store fjall:target/bench/db [--quick] [--json FILE]
 //! percolator-bench contention --store mem [--quick] [--json FILE]
-//! percolator-bench tpce --store sled:DIR | --sled-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
+//! percolator-bench tpce --store sled:DIR | --sled-peer DIR | --fjall-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
 //! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
 //! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
 //! percolator-bench workers --percolator target/dist/percolator | --store fjall:DIR [--workers 1,2,3] [--docs N] [--json FILE]
@@ -139,13 +139,17 @@ enum Command {
         /// Percolator over this store.
         #[arg(
             long,
-            required_unless_present = "sled_peer",
+            required_unless_present_any = ["sled_peer", "fjall_peer"],
             conflicts_with = "sled_peer"
         )]
         store: Option<StoreSpec>,
         /// The peer baseline instead: sled's own transactions, in this directory.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "fjall_peer")]
         sled_peer: Option<PathBuf>,
+        /// The peer baseline on fjall instead: fjall's own optimistic transactions, in this
+        /// directory.
+        #[arg(long, value_name = "DIR", conflicts_with = "store")]
+        fjall_peer: Option<PathBuf>,
         /// The smoke configuration (300 customers, 2 s) instead of the full one (2 000, 10 s).
         #[arg(long)]
         quick: bool,
@@ -160,7 +164,7 @@ enum Command {
         clients: Option<usize>,
         /// Read the rows a frame reads together one after another, not in one batch (the
         /// baseline batched reads are measured against).
-        #[arg(long, conflicts_with = "sled_peer")]
+        #[arg(long, conflicts_with_all = ["sled_peer", "fjall_peer"])]
         single_reads: bool,
         /// Write the report as JSON here.
         #[arg(long)]
@@ -340,6 +344,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Tpce {
             store,
             sled_peer,
+            fjall_peer,
             quick,
             customers,
             secs,
@@ -362,14 +367,20 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             if let Some(c) = clients {
                 config.clients = c;
             }
-            let report = match (store, sled_peer) {
-                (_, Some(dir)) => {
+            let report = match (store, sled_peer, fjall_peer) {
+                (_, Some(dir), _) => {
                     let _ = std::fs::remove_dir_all(&dir);
                     let report = tpce::run_sled_peer(&dir, &config).await;
                     let _ = std::fs::remove_dir_all(&dir);
                     report?
                 }
-                (Some(spec), None) => {
+                (_, None, Some(dir)) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let report = tpce::run_fjall_peer(&dir, &config).await;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    report?
+                }
+                (Some(spec), None, None) => {
                     let opened = Opened::fresh(&spec, &namespace).await?;
                     let report =
                         tpce::run_percolator_with_oracle(opened.store(), opened.oracle(), &config)
@@ -377,7 +388,11 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
                     opened.close();
                     report?
                 }
-                (None, None) => return Err("tpce needs --store SPEC or --sled-peer DIR".into()),
+                (None, None, None) => {
+                    return Err(
+                        "tpce needs --store SPEC, --sled-peer DIR or --fjall-peer DIR".into(),
+                    );
+                }
             };
             print!("{}", report.table());
             write_json(json.as_ref(), &report)?;
