@@ -7,6 +7,7 @@
 //! `commit` hands the buffer to the commit protocol (`commit.rs`, `one_phase.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::ops::{Bound, RangeBounds};
 #[cfg(feature = "fault-injection")]
 use std::sync::Arc;
@@ -284,10 +285,13 @@ impl<S: RowStore> Transaction<S> {
     /// assert_eq!(values[2], None);
     /// # client.shutdown().await }
     /// ```
-    pub async fn get_many<T, R, C>(
+    ///
+    /// The cells are checked and taken before the returned future starts, so it holds none of
+    /// the iterator (a closure over borrowed rows can feed it from inside a `Send` future).
+    pub fn get_many<T, R, C>(
         &self,
         cells: impl IntoIterator<Item = (T, R, C)>,
-    ) -> Result<Vec<Option<Bytes>>>
+    ) -> impl Future<Output = Result<Vec<Option<Bytes>>>> + Send + '_
     where
         T: AsRef<[u8]>,
         R: AsRef<[u8]>,
@@ -296,7 +300,12 @@ impl<S: RowStore> Transaction<S> {
         let addrs = cells
             .into_iter()
             .map(|(table, row, column)| self.addr(table, row, column))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>();
+        async move { self.get_addrs(addrs?).await }
+    }
+
+    /// [`Self::get_many`] of checked addresses.
+    async fn get_addrs(&self, addrs: Vec<CellAddr>) -> Result<Vec<Option<Bytes>>> {
         let unread: Vec<CellAddr> = addrs
             .iter()
             .filter(|addr| !self.writes.contains_key(*addr))

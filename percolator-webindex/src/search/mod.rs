@@ -43,7 +43,6 @@ pub mod snippet;
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
-use futures::future::try_join_all;
 use percolator_core::{Client, Columns, Error, Result, RowStore, Transaction};
 use serde::{Deserialize, Serialize};
 
@@ -373,11 +372,28 @@ pub async fn search<S: RowStore>(
         .collect();
     resolve(&txn, &mut tail, None).await?;
     page.extend(tail.into_iter().filter(|c| !c.url.is_empty()));
-    results.hits = try_join_all(
-        page.into_iter()
-            .map(|c| hit(&txn, c, &results.terms, options.snippets)),
-    )
-    .await?;
+    // The page's titles (and pages, for snippets) in one batched read.
+    let columns: &[&[u8]] = if options.snippets {
+        &[TITLE, RAW]
+    } else {
+        &[TITLE]
+    };
+    let cells = txn
+        .get_many(page.iter().flat_map(|c| {
+            columns
+                .iter()
+                .map(move |column| (DOCUMENTS, c.url.as_ref(), *column))
+        }))
+        .await?;
+    results.hits = page
+        .into_iter()
+        .zip(cells.chunks(columns.len()))
+        .map(|(candidate, cells)| {
+            let title = cells.first().cloned().flatten().unwrap_or_default();
+            let raw = cells.get(1).cloned().flatten();
+            hit(candidate, title, raw, &results.terms)
+        })
+        .collect();
     Ok(results)
 }
 
@@ -389,39 +405,57 @@ async fn resolve<S: RowStore>(
     candidates: &mut [Candidate],
     weights: Option<&[(String, f64)]>,
 ) -> Result<()> {
-    let chunks: HashSet<&Bytes> = candidates.iter().map(|c| &c.slot.0).collect();
-    let directories: HashMap<Bytes, Directory> =
-        try_join_all(chunks.into_iter().map(|chunk| async move {
-            let cell = txn.get(INDEX_DOCS, chunk, CHUNK_CLUSTERS).await?;
-            Ok::<_, Error>((chunk.clone(), Directory::decode(&cell.unwrap_or_default())))
-        }))
-        .await?
+    // Three batched reads (one store round trip each where the store batches): the chunks'
+    // directories, the clusters' canonical URLs, and those URLs' anchor summaries.
+    let chunks: Vec<&Bytes> = candidates
+        .iter()
+        .map(|c| &c.slot.0)
+        .collect::<HashSet<_>>()
         .into_iter()
         .collect();
-    let found = try_join_all(candidates.iter().map(|c| {
-        let directories = &directories;
-        async move {
-            // Postings name a slot of a chunk, the chunk's directory the cluster, and the
-            // cluster its canonical URL.
-            let Some(cluster) = directories
-                .get(&c.slot.0)
-                .and_then(|d| d.cluster(c.slot.1))
-                .filter(|c| !c.is_empty())
-            else {
-                return Ok::<_, Error>(None);
-            };
-            let Some(url) = txn.get(CLUSTERS, cluster, CANONICAL).await? else {
-                return Ok(None);
-            };
-            let summary = txn.get(ANCHOR_TERMS, &url, SUMMARY).await?;
-            Ok(Some((url, summary)))
-        }
-    }))
-    .await?;
-    for (candidate, found) in candidates.iter_mut().zip(found) {
-        let Some((url, summary)) = found else {
-            continue;
-        };
+    let cells = txn
+        .get_many(
+            chunks
+                .iter()
+                .map(|c| (INDEX_DOCS, c.as_ref(), CHUNK_CLUSTERS)),
+        )
+        .await?;
+    let directories: HashMap<&Bytes, Directory> = chunks
+        .into_iter()
+        .zip(cells)
+        .map(|(chunk, cell)| (chunk, Directory::decode(&cell.unwrap_or_default())))
+        .collect();
+    // Postings name a slot of a chunk, the chunk's directory the cluster, and the cluster its
+    // canonical URL.
+    let clustered: Vec<(usize, &Bytes)> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let cluster = directories.get(&c.slot.0)?.cluster(c.slot.1)?;
+            (!cluster.is_empty()).then_some((i, cluster))
+        })
+        .collect();
+    let urls = txn
+        .get_many(
+            clustered
+                .iter()
+                .map(|(_, cluster)| (CLUSTERS, cluster.as_ref(), CANONICAL)),
+        )
+        .await?;
+    let found: Vec<(usize, Bytes)> = clustered
+        .iter()
+        .zip(urls)
+        .filter_map(|((i, _), url)| Some((*i, url?)))
+        .collect();
+    let summaries = txn
+        .get_many(
+            found
+                .iter()
+                .map(|(_, url)| (ANCHOR_TERMS, url.as_ref(), SUMMARY)),
+        )
+        .await?;
+    for ((i, url), summary) in found.into_iter().zip(summaries) {
+        let candidate = &mut candidates[i];
         let anchors = summary.map(|b| AnchorTerms::decode(&b)).unwrap_or_default();
         if let Some(weights) = weights {
             candidate.score += rank::anchor_score(weights, &anchors);
@@ -458,33 +492,47 @@ async fn demote_pointers<S: RowStore>(
         .map(|c| (c.url.clone(), (c.score, c.length)))
         .collect();
     // Each short member's title and its links to longer members.
-    let pointers = try_join_all(short.iter().map(|&i| {
-        let (url, length) = (&pool[i].url, pool[i].length);
-        let members = &members;
-        async move {
-            let (title, links) = futures::try_join!(
-                txn.get(DOCUMENTS, url, TITLE),
-                txn.get(DOCUMENTS, url, OUTLINKS)
-            )?;
-            let targets: Vec<Bytes> = links
+    // The short members' titles and outlinks in one batched read, then the titles of the
+    // longer members they link to in another.
+    let cells = txn
+        .get_many(short.iter().flat_map(|&i| {
+            let url = pool[i].url.as_ref();
+            [(DOCUMENTS, url, TITLE), (DOCUMENTS, url, OUTLINKS)]
+        }))
+        .await?;
+    let pointers: Vec<(usize, Bytes, Vec<Bytes>)> = short
+        .iter()
+        .zip(cells.chunks(2))
+        .map(|(&i, cells)| {
+            let length = pool[i].length;
+            let title = cells.first().cloned().flatten().unwrap_or_default();
+            let targets = cells
+                .get(1)
+                .cloned()
+                .flatten()
                 .map(|links| decode_outlinks(&links))
                 .unwrap_or_default()
                 .into_iter()
                 .map(|(target, _)| Bytes::from(target))
                 .filter(|t| members.get(t).is_some_and(|(_, l)| *l > length))
                 .collect();
-            Ok::<_, Error>((i, title.unwrap_or_default(), targets))
-        }
-    }))
-    .await?;
-    let linked: HashSet<&Bytes> = pointers.iter().flat_map(|(_, _, t)| t).collect();
-    let titles: HashMap<&Bytes, Bytes> = try_join_all(linked.into_iter().map(|url| async move {
-        let title = txn.get(DOCUMENTS, url, TITLE).await?;
-        Ok::<_, Error>((url, title.unwrap_or_default()))
-    }))
-    .await?
-    .into_iter()
-    .collect();
+            (i, title, targets)
+        })
+        .collect();
+    let linked: Vec<&Bytes> = pointers
+        .iter()
+        .flat_map(|(_, _, t)| t)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let linked_titles = txn
+        .get_many(linked.iter().map(|url| (DOCUMENTS, url.as_ref(), TITLE)))
+        .await?;
+    let titles: HashMap<&Bytes, Bytes> = linked
+        .into_iter()
+        .zip(linked_titles)
+        .map(|(url, title)| (url, title.unwrap_or_default()))
+        .collect();
     for (i, title, targets) in &pointers {
         if title.is_empty() {
             continue;
@@ -549,37 +597,27 @@ async fn corpus_counts<S: RowStore>(
     Ok((counts, dead))
 }
 
-/// A candidate's title and snippet.
-async fn hit<S: RowStore>(
-    txn: &Transaction<S>,
-    candidate: Candidate,
-    terms: &[String],
-    with_snippet: bool,
-) -> Result<Hit> {
+/// A candidate's hit: its `title`, and a snippet from its stored page `raw` (none without).
+fn hit(candidate: Candidate, title: Bytes, raw: Option<Bytes>, terms: &[String]) -> Hit {
     let url = candidate.url;
-    let title = txn.get(DOCUMENTS, &url, TITLE).await?.unwrap_or_default();
-    let snippet = if with_snippet {
-        match txn.get(DOCUMENTS, &url, RAW).await? {
-            Some(cell) => {
-                let html = crate::raw::html_or_stored(&cell);
-                let text = page_text(&html[..crate::raw::cut_at(&html, SNIPPET_HTML_BYTES)]);
-                let body = if text.body.is_empty() {
-                    text.title
-                } else {
-                    text.body
-                };
-                snippet::snippet(&body, terms)
-            }
-            None => Snippet::default(),
+    let snippet = match raw {
+        Some(cell) => {
+            let html = crate::raw::html_or_stored(&cell);
+            let text = page_text(&html[..crate::raw::cut_at(&html, SNIPPET_HTML_BYTES)]);
+            let body = if text.body.is_empty() {
+                text.title
+            } else {
+                text.body
+            };
+            snippet::snippet(&body, terms)
         }
-    } else {
-        Snippet::default()
+        None => Snippet::default(),
     };
-    Ok(Hit {
+    Hit {
         url: String::from_utf8_lossy(&url).into_owned(),
         title: String::from_utf8_lossy(&title).into_owned(),
         score: candidate.score,
         inlinks: candidate.inlinks,
         snippet,
-    })
+    }
 }
