@@ -487,16 +487,10 @@ impl<A: KvApi> RowStore for TikvStore<A> {
     }
 
     async fn read_row(&self, request: ReadRow) -> Result<Vec<Vec<Cell>>, StoreError> {
-        let mut txn = self.api.snapshot().await.map_err(store_error)?;
-        let mut out = Vec::with_capacity(request.reads.len());
-        for read in &request.reads {
-            out.push(
-                self.read_family(&mut txn, &request.table, &request.row, read)
-                    .await?,
-            );
-        }
-        let _ = txn.rollback().await;
-        Ok(out)
+        let mut answers = self.read_rows(vec![request]).await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("a row read got no answer".into()))
     }
 
     /// Every row under one TiKV snapshot (one timestamp from PD for the batch, not one per row).

@@ -94,15 +94,15 @@ impl Kv for FjallKv<'_> {
     }
 
     fn put(&mut self, table: &'static str, row: &[u8], value: Bytes) -> Result<()> {
-        let keyspace = self.keyspace.clone();
+        let keyspace = self.keyspace;
         self.transaction()?
-            .insert(&keyspace, sled_key(table, row), value.as_ref());
+            .insert(keyspace, sled_key(table, row), value.as_ref());
         Ok(())
     }
 
     fn delete(&mut self, table: &'static str, row: &[u8]) -> Result<()> {
-        let keyspace = self.keyspace.clone();
-        self.transaction()?.remove(&keyspace, sled_key(table, row));
+        let keyspace = self.keyspace;
+        self.transaction()?.remove(keyspace, sled_key(table, row));
         Ok(())
     }
 }

@@ -471,11 +471,14 @@ async fn need<K: Kv>(
     out: &mut FrameOutput,
 ) -> Result<Bytes> {
     out.rows_read += 1;
-    kv.get(table, row).await?.ok_or_else(|| {
-        Error::Corrupt(format!(
-            "{table} row {row:?} is missing (was the database loaded?)"
-        ))
-    })
+    kv.get(table, row).await?.ok_or_else(|| missing(table, row))
+}
+
+/// The error for a row the frames need that is not there.
+fn missing(table: &str, row: &[u8]) -> Error {
+    Error::Corrupt(format!(
+        "{table} row {row:?} is missing (was the database loaded?)"
+    ))
 }
 
 /// Reads rows that must exist, in one [`Kv::get_many`].
@@ -488,13 +491,7 @@ async fn need_many<K: Kv>(
     let read = kv.get_many(rows).await?;
     rows.iter()
         .zip(read)
-        .map(|((table, row), value)| {
-            value.ok_or_else(|| {
-                Error::Corrupt(format!(
-                    "{table} row {row:?} is missing (was the database loaded?)"
-                ))
-            })
-        })
+        .map(|((table, row), value)| value.ok_or_else(|| missing(table, row)))
         .collect()
 }
 

@@ -29,13 +29,7 @@ pub trait Kv {
         &mut self,
         rows: &[(&'static str, Bytes)],
     ) -> impl Future<Output = Result<Vec<Option<Bytes>>>> {
-        async move {
-            let mut out = Vec::with_capacity(rows.len());
-            for (table, row) in rows {
-                out.push(self.get(table, row).await?);
-            }
-            Ok(out)
-        }
+        get_each(self, rows)
     }
 
     /// Up to `limit` rows whose key starts with `prefix`, in key order.
@@ -51,6 +45,18 @@ pub trait Kv {
 
     /// Deletes `row`.
     fn delete(&mut self, table: &'static str, row: &[u8]) -> Result<()>;
+}
+
+/// [`Kv::get_many`] as one [`Kv::get`] after another.
+async fn get_each<K: Kv + ?Sized>(
+    kv: &mut K,
+    rows: &[(&'static str, Bytes)],
+) -> Result<Vec<Option<Bytes>>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (table, row) in rows {
+        out.push(kv.get(table, row).await?);
+    }
+    Ok(out)
 }
 
 /// The frames on a Percolator transaction (snapshot isolation, scans included).
@@ -86,11 +92,7 @@ impl<S: RowStore> Kv for PercolatorKv<'_, S> {
                 .get_many(rows.iter().map(|(table, row)| (*table, row, COLUMN)))
                 .await;
         }
-        let mut out = Vec::with_capacity(rows.len());
-        for (table, row) in rows {
-            out.push(self.txn.get(table, row, COLUMN).await?);
-        }
-        Ok(out)
+        get_each(self, rows).await
     }
 
     async fn scan_prefix(

@@ -407,12 +407,7 @@ async fn resolve<S: RowStore>(
 ) -> Result<()> {
     // Three batched reads (one store round trip each where the store batches): the chunks'
     // directories, the clusters' canonical URLs, and those URLs' anchor summaries.
-    let chunks: Vec<&Bytes> = candidates
-        .iter()
-        .map(|c| &c.slot.0)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    let chunks = distinct(candidates.iter().map(|c| &c.slot.0));
     let cells = txn
         .get_many(
             chunks
@@ -464,6 +459,11 @@ async fn resolve<S: RowStore>(
         candidate.url = url;
     }
     Ok(())
+}
+
+/// The distinct items of `items` (in no particular order): the cells a batch reads once each.
+fn distinct<'a>(items: impl Iterator<Item = &'a Bytes>) -> Vec<&'a Bytes> {
+    items.collect::<HashSet<_>>().into_iter().collect()
 }
 
 /// How far below its target a pointer ranks: a share of the target's score.
@@ -519,12 +519,7 @@ async fn demote_pointers<S: RowStore>(
             (i, title, targets)
         })
         .collect();
-    let linked: Vec<&Bytes> = pointers
-        .iter()
-        .flat_map(|(_, _, t)| t)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    let linked = distinct(pointers.iter().flat_map(|(_, _, t)| t));
     let linked_titles = txn
         .get_many(linked.iter().map(|url| (DOCUMENTS, url.as_ref(), TITLE)))
         .await?;
