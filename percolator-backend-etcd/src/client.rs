@@ -229,6 +229,16 @@ impl EtcdClient {
         self.call(paths::TXN, request, idempotence).await
     }
 
+    /// `Txn` sent as a write: never re-sent after an ambiguous failure (a conditional write
+    /// applied once must not be applied again). For callers outside the `RowStore` contract,
+    /// such as the benchmarks' transactions on etcd's own mini-transactions.
+    pub async fn txn_once(
+        &self,
+        request: proto::TxnRequest,
+    ) -> Result<proto::TxnResponse, EtcdError> {
+        self.txn(request, Idempotence::Write).await
+    }
+
     /// `Put` of one key (benchmarks' raw baseline); never re-sent after an ambiguous failure.
     pub async fn put(&self, key: bytes::Bytes, value: bytes::Bytes) -> Result<(), EtcdError> {
         let request = proto::PutRequest {

@@ -12,6 +12,10 @@
 //! - [`figure10`] (feature `etcd`): the paper's Figure 10 — the web-indexing pipeline as worker
 //!   processes on a 3-member etcd cluster with 2 oracle instances, throughput over time while a
 //!   worker, the etcd leader and the leading oracle are killed, and the end-to-end checks.
+//! - [`figure9`]: the paper's Figure 9 in simulation — the TPC-E-style benchmark over a store
+//!   wrapper that simulates a cluster of S servers (round trip, service time and queue per
+//!   server, the oracle as one more server), swept over servers and clients: tpsE against
+//!   simulated capacity, and where and why it stops being linear.
 //! - [`workers`]: worker scaling — the same crawl indexed by 1, 2, 3 … worker processes on a
 //!   3-member etcd (feature `etcd`) or runtimes sharing an embedded store in one process,
 //!   dividing the rows or not: pages/s, the waste counters
@@ -30,6 +34,7 @@
 pub mod contention;
 #[cfg(feature = "etcd")]
 pub mod figure10;
+pub mod figure9;
 pub mod micro;
 pub mod oracle_service;
 pub mod serve_load;

@@ -99,5 +99,6 @@ pub use store::{
 };
 pub use txn::{
     ClearOutcome, Client, ClientBuilder, CommitInfo, NotificationKind, NotifyRow, NotifyVersion,
-    ObservedColumn, ScanItem, ScanPage, Settled, Transaction, TxnConfig, TxnStatus, Versioned,
+    ObservedColumn, Prefetch, ScanItem, ScanPage, Settled, Transaction, TxnConfig, TxnStatus,
+    Versioned,
 };

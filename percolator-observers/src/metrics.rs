@@ -203,6 +203,13 @@ pub struct RuntimeStats {
     /// worker's commit half done, on a row both were working on. Waste, like conflicts and
     /// runs that found their change already acknowledged.
     pub live_lock_roll_forwards: u64,
+    /// Cells this worker's transactions read ahead (`TxnConfig::prefetch`: the columns earlier
+    /// transactions read with the one asked for).
+    #[serde(default)]
+    pub prefetched_cells: u64,
+    /// Of those, cells a later read of the same transaction took from its cache.
+    #[serde(default)]
+    pub prefetch_hits: u64,
 }
 
 impl RuntimeStats {
@@ -312,6 +319,8 @@ impl ObserverMetrics {
             lock_service_unavailable: load(&self.lock_service_unavailable),
             cross_process_teleports: load(&self.cross_process_teleports),
             live_lock_roll_forwards: txn.locks_rolled_forward_of_live,
+            prefetched_cells: txn.prefetched_cells,
+            prefetch_hits: txn.prefetch_hits,
         }
     }
 }

@@ -94,6 +94,15 @@ enum Cmd {
         /// reads, the baseline of batched reads) and the sled peer.
         #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers", "rust_docs"])]
         tpce: bool,
+        /// Only the paper's Figure 9 in simulation: TPC-E over a simulated cluster on mem (rows
+        /// hashed to servers, a round trip, a service time and queue per server), 1 → 64
+        /// servers and 1 → 512 clients; where tpsE stops being linear and why.
+        #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "tpce"])]
+        figure9: bool,
+        /// Only the paper's Figure 8 (raw operations against the same work as transactions, on
+        /// each backend, as ratios within one run) and the oracle's throughput.
+        #[arg(long, conflicts_with_all = ["freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "tpce", "figure9"])]
+        micro: bool,
         /// Only the scale run: 50 000 realistic pages loaded, indexed and checked on each
         /// in-process backend (pages/s, notifications/s per quarter, peak RSS, disk ÷ HTML).
         #[arg(long, conflicts_with_all = ["freshness", "figure10"])]
@@ -117,7 +126,7 @@ enum Cmd {
         pd: Option<String>,
         /// Run nothing: write `docs/benchmarks.md` and README's results table from the JSON
         /// reports already in `target/bench/` (full runs of the dist profile only).
-        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "tpce", "dev_build"])]
+        #[arg(long, conflicts_with_all = ["quick", "freshness", "figure10", "scale", "serve_load", "workers", "rust_docs", "tpce", "figure9", "micro", "dev_build"])]
         report: bool,
     },
 }
@@ -136,6 +145,8 @@ fn main() -> ExitCode {
             workers,
             rust_docs,
             tpce,
+            figure9,
+            micro,
             docs,
             hour_secs,
             rates,
@@ -147,6 +158,10 @@ fn main() -> ExitCode {
                 bench::Only::RustDocs
             } else if tpce {
                 bench::Only::Tpce
+            } else if figure9 {
+                bench::Only::Figure9
+            } else if micro {
+                bench::Only::Micro
             } else if serve_load {
                 bench::Only::ServeLoad
             } else if let Some(counts) = workers {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use percolator_core::internal::backoff::Backoff;
-use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction};
+use percolator_core::{Client, Error, ObservedColumn, Result, RowStore, Transaction, TxnConfig};
 use percolator_observers::{Change, Observer, Observers, Runtime, RuntimeConfig};
 
 use super::check::{self, InvariantReport};
@@ -29,6 +29,17 @@ pub struct Executed {
     pub output: FrameOutput,
     /// Attempts it took (1: no conflict).
     pub attempts: u64,
+}
+
+/// What prefetching did in a run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct PrefetchStats {
+    /// Whether the engine's transactions prefetch at all (`TxnConfig::prefetch` on this store).
+    pub enabled: bool,
+    /// Cells read ahead of a read.
+    pub prefetched_cells: u64,
+    /// Prefetched cells a later read took from the cache.
+    pub hits: u64,
 }
 
 /// Attempts before a transaction is given up.
@@ -51,6 +62,12 @@ pub trait Engine: Send + Sync + 'static {
     /// Conflicts of Trade-Result runs the engine retried internally.
     fn emulator_conflicts(&self) -> u64;
 
+    /// Cells read ahead and the reads they answered (Percolator's prefetching), where the
+    /// engine prefetches.
+    fn prefetch(&self) -> Option<PrefetchStats> {
+        None
+    }
+
     /// Stops background work.
     fn shutdown(self) -> impl Future<Output = Result<()>> + Send;
 }
@@ -60,6 +77,28 @@ pub struct PercolatorEngine<S: RowStore> {
     runtime: Runtime<S>,
     scale: Scale,
     batch_reads: bool,
+    background_secondaries: bool,
+}
+
+/// How the Percolator engine runs its transactions: the switches the benchmark measures
+/// against each other in one run.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct EngineOptions {
+    /// Read the rows a frame reads together in one batch (see [`PercolatorKv::batch_reads`]).
+    pub batch_reads: bool,
+    /// Return from `commit` at the commit point
+    /// ([`TxnConfig::background_secondaries`](percolator_core::TxnConfig::background_secondaries)).
+    pub background_secondaries: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            batch_reads: true,
+            background_secondaries: TxnConfig::default().background_secondaries,
+        }
+    }
 }
 
 /// The market emulator's Trade-Result: an observer on [`table::TRADE_REQUEST`].
@@ -117,6 +156,25 @@ impl<S: RowStore> PercolatorEngine<S> {
         oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
         batch_reads: bool,
     ) -> Result<Self> {
+        let options = EngineOptions {
+            batch_reads,
+            ..EngineOptions::default()
+        };
+        Self::start_with(store, scale, market, oracle, options).await
+    }
+
+    /// [`Self::start`] with every option.
+    pub async fn start_with(
+        store: Arc<S>,
+        scale: Scale,
+        market: Arc<Market>,
+        oracle: Option<Arc<dyn percolator_core::TimestampOracle>>,
+        options: EngineOptions,
+    ) -> Result<Self> {
+        let EngineOptions {
+            batch_reads,
+            background_secondaries,
+        } = options;
         let mut observers = Observers::new();
         observers.register(TradeResultObserver {
             market,
@@ -130,12 +188,14 @@ impl<S: RowStore> PercolatorEngine<S> {
         let client = match oracle {
             Some(oracle) => Client::builder(store).oracle(oracle),
             None => Client::builder(store).local_oracle(),
-        };
+        }
+        .config(TxnConfig::default().with_background_secondaries(background_secondaries));
         let runtime = Runtime::start(client, observers, config).await?;
         Ok(Self {
             runtime,
             scale,
             batch_reads,
+            background_secondaries,
         })
     }
 }
@@ -143,11 +203,14 @@ impl<S: RowStore> PercolatorEngine<S> {
 impl<S: RowStore> Engine for PercolatorEngine<S> {
     fn name(&self) -> String {
         let store = self.runtime.client().store().name();
-        if self.batch_reads {
-            format!("percolator/{store}")
-        } else {
-            format!("percolator/{store} (single reads)")
+        let mut name = format!("percolator/{store}");
+        if !self.batch_reads {
+            name.push_str(" (single reads)");
         }
+        if !self.background_secondaries {
+            name.push_str(" (secondaries before the return)");
+        }
+        name
     }
 
     async fn execute(&self, input: &TxnInput) -> Result<Executed> {
@@ -197,6 +260,21 @@ impl<S: RowStore> Engine for PercolatorEngine<S> {
         check::verify(&mut kv, &self.scale).await
     }
 
+    fn prefetch(&self) -> Option<PrefetchStats> {
+        let client = self.runtime.client();
+        let metrics = client.metrics();
+        let enabled = match client.config().prefetch {
+            percolator_core::Prefetch::Off => false,
+            percolator_core::Prefetch::Always => true,
+            _ => client.store().limits().distributed,
+        };
+        Some(PrefetchStats {
+            enabled,
+            prefetched_cells: metrics.prefetched_cells,
+            hits: metrics.prefetch_hits,
+        })
+    }
+
     fn emulator_conflicts(&self) -> u64 {
         self.runtime.stats().conflicts
     }
@@ -217,7 +295,7 @@ pub struct SledShared {
 }
 
 impl SledShared {
-    fn execute(&self, input: &TxnInput) -> Result<Executed> {
+    fn execute_blocking(&self, input: &TxnInput) -> Result<Executed> {
         if input.kind().is_read_only() {
             let mut kv = SledKv {
                 access: SledAccess::Direct(&self.tree),
@@ -296,11 +374,11 @@ impl PeerCore for SledShared {
         "sled transactions (peer)".into()
     }
 
-    fn execute(&self, input: &TxnInput) -> Result<Executed> {
-        SledShared::execute(self, input)
+    async fn execute(&self, input: &TxnInput) -> Result<Executed> {
+        self.execute_blocking(input)
     }
 
-    fn verify(&self) -> Result<InvariantReport> {
+    async fn verify(&self) -> Result<InvariantReport> {
         // Run after the market drained: nothing writes any more, direct reads see one state.
         let mut kv = SledKv {
             access: SledAccess::Direct(&self.tree),

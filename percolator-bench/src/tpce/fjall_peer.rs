@@ -119,7 +119,7 @@ impl PeerCore for FjallShared {
         "fjall transactions (peer)".into()
     }
 
-    fn execute(&self, input: &TxnInput) -> Result<Executed> {
+    async fn execute(&self, input: &TxnInput) -> Result<Executed> {
         if input.kind().is_read_only() {
             let snapshot = self.db.read_tx();
             let mut kv = FjallKv {
@@ -149,7 +149,7 @@ impl PeerCore for FjallShared {
         )))
     }
 
-    fn verify(&self) -> Result<InvariantReport> {
+    async fn verify(&self) -> Result<InvariantReport> {
         let snapshot = self.db.read_tx();
         let mut kv = FjallKv {
             access: Access::Snapshot(&snapshot),

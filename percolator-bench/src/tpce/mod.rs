@@ -18,6 +18,8 @@
 
 pub mod check;
 pub mod engine;
+#[cfg(feature = "etcd")]
+pub mod etcd_peer;
 pub mod fjall_peer;
 pub mod frames;
 pub mod kv;
@@ -63,6 +65,10 @@ pub struct TpceConfig {
     /// ([`Transaction::get_many`](percolator_core::Transaction::get_many)); off, one after
     /// another.
     pub batch_reads: bool,
+    /// Percolator returns from `commit` at the commit point and commits the secondaries in the
+    /// background ([`percolator_core::TxnConfig::background_secondaries`]); off, before it
+    /// returns.
+    pub background_secondaries: bool,
 }
 
 impl TpceConfig {
@@ -77,6 +83,7 @@ impl TpceConfig {
             aggregate_every: Duration::from_millis(100),
             progress: true,
             batch_reads: true,
+            background_secondaries: true,
         }
     }
 
@@ -148,6 +155,8 @@ pub struct TpceReport {
     pub drained: bool,
     /// The invariants.
     pub invariants: InvariantReport,
+    /// What prefetching did (Percolator only).
+    pub prefetch: Option<engine::PrefetchStats>,
 }
 
 impl TpceReport {
@@ -195,6 +204,18 @@ impl TpceReport {
                 k.conflict_rate,
                 k.failed
             ));
+        }
+        if let Some(p) = &self.prefetch {
+            out.push_str(&if p.enabled {
+                format!(
+                    "\nPrefetch: {} cells read ahead, {} of them used ({:.0}%)\n",
+                    p.prefetched_cells,
+                    p.hits,
+                    100.0 * p.hits as f64 / (p.prefetched_cells.max(1)) as f64
+                )
+            } else {
+                "\nPrefetch: off on this store (TxnConfig::prefetch)\n".to_owned()
+            });
         }
         out
     }
@@ -302,6 +323,7 @@ pub async fn run<E: Engine>(
     feeder.abort();
     let invariants = engine.verify().await?;
     let emulator_conflicts = engine.emulator_conflicts();
+    let prefetch = engine.prefetch();
     let engine_name = engine.name();
     if let Ok(engine) = Arc::try_unwrap(engine) {
         engine.shutdown().await?;
@@ -358,6 +380,7 @@ pub async fn run<E: Engine>(
         backlog_at_end,
         drained,
         invariants,
+        prefetch,
     })
 }
 
@@ -496,14 +519,13 @@ pub async fn run_percolator_with_oracle<S: percolator_core::RowStore>(
 ) -> Result<TpceReport> {
     let (market, feed) = Market::new(Arc::new(Stats::default()));
     let scale = Scale::of(config.customers);
-    let engine = engine::PercolatorEngine::start(
-        store,
-        scale,
-        Arc::clone(&market),
-        oracle,
-        config.batch_reads,
-    )
-    .await?;
+    let options = engine::EngineOptions {
+        batch_reads: config.batch_reads,
+        background_secondaries: config.background_secondaries,
+    };
+    let engine =
+        engine::PercolatorEngine::start_with(store, scale, Arc::clone(&market), oracle, options)
+            .await?;
     run(engine, market, feed, config).await
 }
 
@@ -521,6 +543,16 @@ pub async fn run_fjall_peer(path: &std::path::Path, config: &TpceConfig) -> Resu
     let (market, feed) = Market::new(Arc::new(Stats::default()));
     let scale = Scale::of(config.customers);
     let engine = fjall_peer::FjallPeer::open_fjall(path, scale, Arc::clone(&market), 16)?;
+    run(engine, market, feed, config).await
+}
+
+/// Runs the benchmark on the peer baseline on etcd's own mini-transactions (STM style), on the
+/// cluster at `endpoints` (comma-separated client URLs), under a fresh namespace.
+#[cfg(feature = "etcd")]
+pub async fn run_etcd_peer(endpoints: &str, config: &TpceConfig) -> Result<TpceReport> {
+    let (market, feed) = Market::new(Arc::new(Stats::default()));
+    let scale = Scale::of(config.customers);
+    let engine = etcd_peer::EtcdPeer::open_etcd(endpoints, scale, Arc::clone(&market), 16).await?;
     run(engine, market, feed, config).await
 }
 

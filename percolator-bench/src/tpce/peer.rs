@@ -20,9 +20,9 @@ pub trait PeerCore: Send + Sync + 'static {
     /// Its name in reports.
     fn name(&self) -> String;
     /// Runs `input` to commit in one of the peer's transactions (its conflicts retried).
-    fn execute(&self, input: &TxnInput) -> Result<Executed>;
+    fn execute(&self, input: &TxnInput) -> impl Future<Output = Result<Executed>> + Send;
     /// The end-of-run invariants, read at one point (the market has drained).
-    fn verify(&self) -> Result<InvariantReport>;
+    fn verify(&self) -> impl Future<Output = Result<InvariantReport>> + Send;
     /// Makes what was written durable before the run ends.
     fn close(&self) -> impl Future<Output = Result<()>> + Send;
 }
@@ -84,7 +84,7 @@ async fn trade_result_worker<P: PeerCore>(
             t_id,
             now_us: now_us(),
         };
-        match shared.core.execute(&input) {
+        match shared.core.execute(&input).await {
             Ok(done) => {
                 shared
                     .conflicts
@@ -107,7 +107,7 @@ impl<P: PeerCore> Engine for Peer<P> {
 
     async fn execute(&self, input: &TxnInput) -> Result<Executed> {
         tokio::task::consume_budget().await;
-        self.shared.core.execute(input)
+        self.shared.core.execute(input).await
     }
 
     fn submitted(&self, t_id: u64, s_id: u64, submitted_us: i64) {
@@ -115,7 +115,7 @@ impl<P: PeerCore> Engine for Peer<P> {
     }
 
     async fn verify(&self) -> Result<InvariantReport> {
-        self.shared.core.verify()
+        self.shared.core.verify().await
     }
 
     fn emulator_conflicts(&self) -> u64 {

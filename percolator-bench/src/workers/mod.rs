@@ -50,6 +50,9 @@ pub struct WorkersConfig {
     /// SIGKILL the first worker this long after the workers start (and leave it dead): the
     /// others must take its rows over, or the run never drains.
     pub kill_one_after: Option<Duration>,
+    /// Whether the worker processes prefetch (`webindex run --prefetch`; off by default, as
+    /// `TxnConfig::prefetch`).
+    pub prefetch: bool,
 }
 
 impl WorkersConfig {
@@ -65,6 +68,7 @@ impl WorkersConfig {
             distributions: Distribution::ALL.to_vec(),
             scratch,
             kill_one_after: None,
+            prefetch: false,
         }
     }
 }
@@ -148,6 +152,10 @@ pub struct WorkerLine {
     pub already_acknowledged: u64,
     /// Locks of other live workers it rolled forward.
     pub live_roll_forwards: u64,
+    /// Cells read ahead by prefetching, and how many a later read used.
+    pub prefetched_cells: u64,
+    /// Prefetched cells a later read used.
+    pub prefetch_hits: u64,
     /// Dirty rows it left to other members of its group.
     pub left_to_others: u64,
     /// Dirty rows it left because another worker held them in the lock service.
@@ -191,6 +199,10 @@ pub struct WorkersRun {
     pub already_acknowledged_share: f64,
     /// Live workers' locks rolled forward, all workers.
     pub live_roll_forwards: u64,
+    /// Cells read ahead by prefetching, and how many a later read used.
+    pub prefetched_cells: u64,
+    /// Prefetched cells a later read used.
+    pub prefetch_hits: u64,
     /// The worst worker's observer latency p50, ms.
     pub p50_ms: f64,
     /// The worst worker's observer latency p99, ms.
@@ -322,6 +334,8 @@ impl WorkerLine {
             conflicts: stats.conflicts,
             already_acknowledged: stats.already_acknowledged,
             live_roll_forwards: stats.live_lock_roll_forwards,
+            prefetched_cells: stats.prefetched_cells,
+            prefetch_hits: stats.prefetch_hits,
             left_to_others: stats.left_to_others,
             held_elsewhere: stats.held_elsewhere,
             lock_service_unavailable: stats.lock_service_unavailable,
@@ -364,6 +378,8 @@ impl WorkersRun {
                 processed + already_acknowledged,
             ),
             live_roll_forwards: sum(|w| w.live_roll_forwards),
+            prefetched_cells: sum(|w| w.prefetched_cells),
+            prefetch_hits: sum(|w| w.prefetch_hits),
             p50_ms: worst(|w| w.p50_ms),
             p99_ms: worst(|w| w.p99_ms),
             per_worker,

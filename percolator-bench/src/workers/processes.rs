@@ -152,6 +152,9 @@ async fn one_run(
         if shape == Distribution::LockService {
             args.extend(["--lock-service", &lock_address]);
         }
+        if config.prefetch {
+            args.push("--prefetch");
+        }
         processes.push(Process::spawn(
             &format!("worker {}", i + 1),
             Process::percolator(&config.percolator, &worker_args, &args),

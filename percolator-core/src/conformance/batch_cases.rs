@@ -30,6 +30,8 @@ pub async fn read_rows_answers_each_row_as_read_row<F: StoreFactory>(factory: &F
     t.set("rr", "a", "y", big("2")).unwrap();
     t.set("rr2", "b", "x", "3").unwrap();
     t.commit().await.unwrap();
+    // The raw rows are compared: no secondary may still be committing between the reads.
+    c.finish_background_commits().await;
     let request = |table: &str, row: &str| ReadRow {
         table: Bytes::copy_from_slice(table.as_bytes()),
         row: Bytes::copy_from_slice(row.as_bytes()),
@@ -225,4 +227,93 @@ pub async fn get_many_resolves_locks_per_cell<F: StoreFactory>(factory: &F) {
             .unwrap(),
         vec![Some(Bytes::from("live")), Some(Bytes::from("live"))]
     );
+}
+
+/// Prefetching (`Prefetch::Always`): once transactions have read `title` and `body` of a table's
+/// rows together, reading `title` fetches `body` too, into the transaction's cache. The cached
+/// value is the snapshot's (a commit after the start timestamp is not seen), a companion behind
+/// a live lock is not waited for (the read asked for answers at once) and is left to its own
+/// read, and the transaction's own writes win over the cache.
+pub async fn prefetch_serves_only_the_snapshot<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let config = super::fast_config()
+        .with_prefetch(crate::Prefetch::Always)
+        .with_lock_wait_timeout(std::time::Duration::from_millis(300));
+    let c = super::client_with(&store, config).await;
+    let writer = patient_client(&store).await;
+    let mut seed = writer.begin().await.unwrap();
+    for r in 0..8 {
+        let row = format!("r{r}");
+        seed.set("pf", &row, "title", format!("title {r}")).unwrap();
+        seed.set("pf", &row, "body", big("old")).unwrap();
+        seed.set("pf", &row, "hash", "h").unwrap();
+    }
+    seed.commit().await.unwrap();
+    writer.finish_background_commits().await;
+
+    // Learn: title and body are read together (hash is not).
+    for r in 0..4 {
+        let t = c.begin().await.unwrap();
+        let row = format!("r{r}");
+        assert!(t.get("pf", &row, "title").await.unwrap().is_some());
+        assert_eq!(t.get("pf", &row, "body").await.unwrap(), Some(big("old")));
+    }
+    let before = c.metrics();
+
+    // A commit after the snapshot is not what the cache serves.
+    let t = c.begin().await.unwrap();
+    let mut newer = writer.begin().await.unwrap();
+    newer.set("pf", "r5", "body", big("new")).unwrap();
+    newer.commit().await.unwrap();
+    assert_eq!(
+        t.get("pf", "r5", "title").await.unwrap(),
+        Some(Bytes::from("title 5"))
+    );
+    let after_title = c.metrics();
+    assert_eq!(
+        after_title.prefetched_cells,
+        before.prefetched_cells + 1,
+        "body fetched with title"
+    );
+    assert_eq!(t.get("pf", "r5", "body").await.unwrap(), Some(big("old")));
+    assert_eq!(c.metrics().prefetch_hits, before.prefetch_hits + 1);
+    drop(t);
+
+    // A companion behind a live lock below the snapshot: the title read does not wait for it.
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    let mut held = writer.begin().await.unwrap();
+    held.set("pf", "r6", "body", big("held")).unwrap();
+    held.set("pf", "r7", "body", big("held")).unwrap();
+    held.set_commit_hook(Some(hook));
+    let held = tokio::spawn(held.commit());
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterPrewrites));
+    let t = c.begin().await.unwrap();
+    let prefetched = c.metrics().prefetched_cells;
+    assert_eq!(
+        t.get("pf", "r6", "title").await.unwrap(),
+        Some(Bytes::from("title 6")),
+        "answered without waiting for the body's lock"
+    );
+    assert_eq!(
+        c.metrics().prefetched_cells,
+        prefetched,
+        "the locked body is not cached"
+    );
+    release.notify_one();
+    held.await.unwrap().unwrap();
+    // Its own read resolves the lock: committed after the snapshot, so not seen.
+    assert_eq!(t.get("pf", "r6", "body").await.unwrap(), Some(big("old")));
+    drop(t);
+
+    // The transaction's own write wins over anything fetched.
+    let mut t = c.begin().await.unwrap();
+    t.set("pf", "r7", "body", big("mine")).unwrap();
+    assert!(t.get("pf", "r7", "title").await.unwrap().is_some());
+    assert_eq!(t.get("pf", "r7", "body").await.unwrap(), Some(big("mine")));
+    let many = t
+        .get_many([("pf", "r7", "body"), ("pf", "r7", "title")])
+        .await
+        .unwrap();
+    assert_eq!(many[0], Some(big("mine")));
+    assert_eq!(many[1], Some(Bytes::from("title 7")));
 }

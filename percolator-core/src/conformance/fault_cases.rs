@@ -18,7 +18,7 @@ use super::{
 use crate::error::{Error, StoreError};
 use crate::fault::CommitStep;
 use crate::records::{CellAddr, SHORT_VALUE_MAX};
-use crate::store::{Condition, MutationOutcome, RowMutation, RowStore};
+use crate::store::{Condition, Family, Mutation, MutationOutcome, RowMutation, RowStore};
 use crate::txn::{Client, Settled, TxnStatus};
 
 const ROWS: [&str; 4] = ["a", "b", "c", "d"];
@@ -38,6 +38,8 @@ async fn seed<S: RowStore>(c: &Client<S>) {
         t.set(TABLE, r, "w", long("old")).unwrap();
     }
     t.commit().await.unwrap();
+    // The seed's secondaries are committed before a test counts locks or batches.
+    c.finish_background_commits().await;
 }
 
 /// Begins a transaction writing "new" to every row (primary = row "a", column "v").
@@ -87,17 +89,38 @@ fn primary() -> CellAddr {
 }
 
 async fn crash_then_resolve<F: StoreFactory>(factory: &F, step: CommitStep, committed: bool) {
+    crash_then_resolve_with(factory, fast_config(), step, committed).await;
+}
+
+/// A crash at `step` under `config`. A crash past the return (`AfterReturn`, or
+/// `AfterHalfSecondaries` with background secondaries) stops the background task: `commit` has
+/// already answered success, and the locks it leaves are rolled forward by readers.
+async fn crash_then_resolve_with<F: StoreFactory>(
+    factory: &F,
+    config: crate::TxnConfig,
+    step: CommitStep,
+    committed: bool,
+) {
+    let background = config.background_secondaries;
     let store = factory.open().await;
-    let c = client(&store).await;
+    let c = client_with(&store, config).await;
     seed(&c).await;
     let mut t = writer(&c).await;
     let start_ts = t.start_ts();
     t.set_commit_hook(Some(Arc::new(CrashAt(step))));
-    let err = t.commit().await.expect_err("crash injected");
-    assert!(
-        matches!(err, Error::InjectedCrash(s) if s == step),
-        "{err:?}"
-    );
+    let after_return =
+        step == CommitStep::AfterReturn || (background && step == CommitStep::AfterHalfSecondaries);
+    if after_return {
+        let info = t.commit().await.expect("the crash comes after the return");
+        assert!(info.commit_ts.is_some());
+        c.finish_background_commits().await;
+    } else {
+        let err = t.commit().await.expect_err("crash injected");
+        assert!(
+            matches!(err, Error::InjectedCrash(s) if s == step),
+            "{err:?}"
+        );
+    }
     assert!(
         !c.locks(TABLE).await.unwrap().is_empty(),
         "a crash at {step:?} leaves locks"
@@ -115,8 +138,10 @@ async fn crash_then_resolve<F: StoreFactory>(factory: &F, step: CommitStep, comm
     assert_all(&c, if committed { "new" } else { "old" }).await;
 }
 
+/// Only the paper's order stops with the primary alone locked.
 pub async fn crash_after_primary_prewrite<F: StoreFactory>(factory: &F) {
-    crash_then_resolve(factory, CommitStep::AfterPrimaryPrewrite, false).await;
+    let sequential = fast_config().with_parallel_prewrite(false);
+    crash_then_resolve_with(factory, sequential, CommitStep::AfterPrimaryPrewrite, false).await;
 }
 
 pub async fn crash_after_all_prewrites<F: StoreFactory>(factory: &F) {
@@ -135,6 +160,243 @@ pub async fn crash_after_half_secondaries<F: StoreFactory>(factory: &F) {
     crash_then_resolve(factory, CommitStep::AfterHalfSecondaries, true).await;
 }
 
+/// The background task dies before it commits any secondary.
+pub async fn crash_after_return<F: StoreFactory>(factory: &F) {
+    crash_then_resolve(factory, CommitStep::AfterReturn, true).await;
+}
+
+/// Secondaries committed before `commit` returns: a crash half way through them is an error of
+/// the commit itself.
+pub async fn crash_after_half_secondaries_inline<F: StoreFactory>(factory: &F) {
+    let inline = fast_config().with_background_secondaries(false);
+    crash_then_resolve_with(factory, inline, CommitStep::AfterHalfSecondaries, true).await;
+}
+
+/// A seeded store whose writer committed "new" to every row and returned, its background task
+/// held before the secondaries: the store, the writer's (patient) client and the release.
+async fn committed_and_held<F: StoreFactory>(
+    factory: &F,
+) -> (Arc<F::Store>, Client<F::Store>, Arc<tokio::sync::Notify>) {
+    let store = factory.open().await;
+    let c = patient_client(&store).await;
+    seed(&c).await;
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterReturn], None);
+    let mut t = writer(&c).await;
+    t.set_commit_hook(Some(hook));
+    let info = t.commit().await.expect("returns at the commit point");
+    assert_eq!(info.rows, ROWS.len());
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterReturn));
+    (store, c, release)
+}
+
+/// Every row in `rows` shows `v` and, in its long column, `w`.
+async fn assert_rows<S: RowStore>(c: &Client<S>, rows: &[&str], v: &str, w: &str) {
+    let r = c.begin().await.unwrap();
+    for row in rows {
+        assert_eq!(
+            r.get(TABLE, row, "v").await.unwrap(),
+            Some(Bytes::copy_from_slice(v.as_bytes())),
+            "row {row}"
+        );
+        assert_eq!(
+            r.get(TABLE, row, "w").await.unwrap(),
+            Some(long(w)),
+            "row {row}"
+        );
+    }
+}
+
+/// Right after `commit` returns, with its secondaries held back: the same client reads every
+/// new value (rolling the secondaries forward without a status read), another client does too,
+/// and a transaction over the same rows commits; the held task then finds its work done.
+pub async fn read_your_writes_before_secondaries<F: StoreFactory>(factory: &F) {
+    let (store, c, release) = committed_and_held(factory).await;
+    assert_eq!(c.background_commits_in_flight(), 1);
+    let locked = c.locks(TABLE).await.unwrap().len();
+    assert_eq!(
+        locked,
+        2 * (ROWS.len() - 1),
+        "every secondary cell is still locked"
+    );
+
+    let status_reads = c.metrics().status_reads;
+    assert_all(&c, "new").await;
+    assert_eq!(
+        c.metrics().status_reads,
+        status_reads,
+        "the client knows its own commit: no status read"
+    );
+    assert!(c.locks(TABLE).await.unwrap().is_empty(), "rolled forward");
+    let other = client(&store).await;
+    assert_all(&other, "new").await;
+
+    let mut next = c.begin().await.unwrap();
+    for r in ROWS {
+        next.set(TABLE, r, "v", "newer").unwrap();
+    }
+    next.commit().await.expect("no lock in the way");
+    release.notify_one();
+    c.finish_background_commits().await;
+    assert_eq!(c.background_commits_in_flight(), 0);
+    assert!(c.locks(TABLE).await.unwrap().is_empty());
+    assert_rows(&c, &ROWS, "newer", "new").await;
+}
+
+/// A write over rows whose secondaries another client is still committing rolls them forward
+/// and commits, whatever the other client's liveness: a committed lock is never a conflict.
+pub async fn write_over_pending_secondaries<F: StoreFactory>(factory: &F) {
+    let (store, owner, release) = committed_and_held(factory).await;
+    let other = client(&store).await;
+    let mut w = other.begin().await.unwrap();
+    for r in &ROWS[1..] {
+        w.set(TABLE, r, "w", long("other")).unwrap();
+    }
+    w.commit().await.expect("committed locks roll forward");
+    assert!(other.metrics().locks_rolled_forward >= 1);
+    release.notify_one();
+    owner.finish_background_commits().await;
+    other.finish_background_commits().await;
+    assert!(owner.locks(TABLE).await.unwrap().is_empty());
+    assert_rows(&other, &ROWS[1..], "new", "other").await;
+}
+
+/// `shutdown` waits for the secondaries still being committed: none is left locked.
+pub async fn shutdown_waits_for_secondaries<F: StoreFactory>(factory: &F) {
+    let (store, c, release) = committed_and_held(factory).await;
+    let shutdown = tokio::spawn({
+        let c = c.clone();
+        async move { c.shutdown().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!shutdown.is_finished(), "shutdown waits for the held task");
+    release.notify_one();
+    shutdown.await.unwrap().unwrap();
+    let checker = client(&store).await;
+    assert!(checker.locks(TABLE).await.unwrap().is_empty());
+    assert_all(&checker, "new").await;
+}
+
+/// Prewrites go out in one batch: when the primary row is locked by a live transaction, the
+/// secondaries locked in the same batch are rolled back with the commit's conflict.
+pub async fn parallel_prewrite_conflict_unlocks_secondaries<F: StoreFactory>(factory: &F) {
+    let store = factory.open().await;
+    let c = patient_client(&store).await;
+    seed(&c).await;
+    let holder_client = patient_client(&store).await;
+    let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrewrites], None);
+    let mut holder = holder_client.begin().await.unwrap();
+    let holder_ts = holder.start_ts();
+    holder.set(TABLE, "a", "v", "held").unwrap();
+    holder.set_commit_hook(Some(hook));
+    let held = tokio::spawn(holder.commit());
+    assert_eq!(reached.recv().await, Some(CommitStep::AfterPrewrites));
+
+    let err = writer(&c)
+        .await
+        .commit()
+        .await
+        .expect_err("the primary row is locked");
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    let locks = c.locks(TABLE).await.unwrap();
+    assert!(
+        locks.iter().all(|(_, ts, _)| *ts == holder_ts),
+        "only the holder's lock is left: {locks:?}"
+    );
+    assert_eq!(locks.len(), 1);
+    release.notify_one();
+    held.await.unwrap().expect("the holder commits");
+    let r = c.begin().await.unwrap();
+    assert_eq!(
+        r.get(TABLE, "a", "v").await.unwrap(),
+        Some(Bytes::from("held"))
+    );
+    assert_rows(&c, &ROWS[1..], "old", "old").await;
+}
+
+/// A secondary whose primary is not locked (its prewrite still in flight, as it may be when
+/// prewrites go out together) is waited for while its owner lives, not fenced; once the owner
+/// is gone the primary is fenced, the secondary rolled back, and the late primary prewrite
+/// fails.
+pub async fn reader_waits_for_a_primary_in_flight<F: StoreFactory>(factory: &F) {
+    let store = Arc::new(FaultyStore::new(factory.open().await));
+    let owner = patient_client(&store).await;
+    seed(&owner).await;
+    let before = store.sent();
+    let mut t = writer(&owner).await;
+    let start_ts = t.start_ts();
+    t.set_commit_hook(Some(Arc::new(CrashAt(CommitStep::AfterPrewrites))));
+    assert!(t.commit().await.is_err());
+    let prewrite: Vec<RowMutation> = store
+        .recorded_since(before)
+        .into_iter()
+        .filter(|b| is_prewrite(b))
+        .flatten()
+        .collect();
+    let primary_prewrite: Vec<RowMutation> = prewrite
+        .iter()
+        .filter(|m| &m.row[..] == b"a")
+        .cloned()
+        .collect();
+    assert_eq!(
+        primary_prewrite.len(),
+        1,
+        "one batch held every row: {prewrite:?}"
+    );
+    // Take the primary row's prewrite back, as if it had not landed yet.
+    let undo = RowMutation {
+        table: Bytes::from(TABLE),
+        row: Bytes::from("a"),
+        conditions: Vec::new(),
+        mutations: ["v", "w"]
+            .into_iter()
+            .flat_map(|column| {
+                [Family::Lock, Family::Data].map(|family| Mutation::Delete {
+                    family,
+                    column: Bytes::from(column),
+                    ts: start_ts,
+                })
+            })
+            .collect(),
+    };
+    store.inner().mutate_rows(vec![undo]).await.unwrap();
+
+    let impatient = fast_config().with_lock_wait_timeout(Duration::from_millis(300));
+    let reader = client_with(&store, impatient).await;
+    let err = reader
+        .begin()
+        .await
+        .unwrap()
+        .get(TABLE, "b", "v")
+        .await
+        .expect_err("a live owner's secondary is waited for");
+    assert!(matches!(err, Error::LockWaitTimeout { .. }), "{err:?}");
+    assert_eq!(
+        reader
+            .transaction_status(&primary(), start_ts)
+            .await
+            .unwrap(),
+        TxnStatus::NotFound,
+        "the primary is not fenced while its owner lives"
+    );
+
+    owner.shutdown().await.unwrap(); // the owner is gone: its locks may be cleaned
+    assert_all(&reader, "old").await;
+    assert_eq!(
+        reader
+            .transaction_status(&primary(), start_ts)
+            .await
+            .unwrap(),
+        TxnStatus::RolledBack
+    );
+    let outcomes = store.redeliver(primary_prewrite).await.unwrap();
+    assert!(
+        !outcomes[0].applied(),
+        "the late primary prewrite is refused: {outcomes:?}"
+    );
+    resolve_all(&reader, TABLE).await;
+    assert_all(&reader, "old").await;
+}
+
 pub async fn lost_response_to_primary_commit<F: StoreFactory>(factory: &F) {
     let store = Arc::new(FaultyStore::new(factory.open().await));
     let c = client(&store).await;
@@ -146,6 +408,7 @@ pub async fn lost_response_to_primary_commit<F: StoreFactory>(factory: &F) {
         .await
         .expect("commit survives a lost answer");
     assert!(info.commit_ts.is_some());
+    c.finish_background_commits().await;
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "new").await;
 
@@ -171,6 +434,7 @@ pub async fn lost_response_to_prewrite<F: StoreFactory>(factory: &F) {
         .commit()
         .await
         .expect("commit survives lost prewrite answers");
+    c.finish_background_commits().await;
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "new").await;
 }
@@ -274,11 +538,7 @@ pub async fn late_prewrite_after_rollback<F: StoreFactory>(factory: &F) {
         .into_iter()
         .filter(|b| is_prewrite(b))
         .collect();
-    assert_eq!(
-        prewrites.len(),
-        2,
-        "primary prewrite, then one batch of secondaries"
-    );
+    assert_eq!(prewrites.len(), 1, "every row prewritten in one batch");
     resolve_all(&c, TABLE).await;
     assert_all(&c, "old").await;
 
@@ -292,6 +552,7 @@ pub async fn late_prewrite_after_rollback<F: StoreFactory>(factory: &F) {
             "late prewrite revived an aborted transaction: {outcomes:?}"
         );
     }
+    c.finish_background_commits().await;
     assert!(c.locks(TABLE).await.unwrap().is_empty());
     assert_all(&c, "old").await;
 }
@@ -641,6 +902,7 @@ pub async fn settle_undetermined_commits<F: StoreFactory>(factory: &F) {
         }
     }
     assert_all(&c, "new").await;
+    c.finish_background_commits().await;
     assert!(c.locks(TABLE).await.unwrap().is_empty());
 
     // 3. A single-row transaction (one phase where the store supports it).

@@ -347,8 +347,9 @@ pub async fn late_prewrites_after_gc_still_fail<F: StoreFactory>(factory: &F) {
     put(&b, "p", Some("old")).await;
     put(&b, "s", Some("old")).await;
 
-    // 1. A commit paused after its primary prewrite; its client shuts down meanwhile.
-    let a = client_with(&store, fast_config()).await;
+    // 1. A commit paused after its primary prewrite (the paper's order); its client shuts down
+    // meanwhile.
+    let a = client_with(&store, fast_config().with_parallel_prewrite(false)).await;
     let (hook, mut reached, release) = PauseAt::new(vec![CommitStep::AfterPrimaryPrewrite], None);
     let mut t = a.begin().await.unwrap();
     let zombie_ts = t.start_ts();

@@ -106,18 +106,19 @@ impl RandomCrash {
     }
 }
 
-const STEPS: [CommitStep; 5] = [
+const STEPS: [CommitStep; 6] = [
     CommitStep::AfterPrimaryPrewrite,
     CommitStep::AfterPrewrites,
     CommitStep::BeforeCommitPoint,
     CommitStep::AfterCommitPoint,
+    CommitStep::AfterReturn,
     CommitStep::AfterHalfSecondaries,
 ];
 
 #[async_trait]
 impl CommitHook for RandomCrash {
     async fn at(&self, step: CommitStep, _start_ts: u64) -> HookAction {
-        // Each of the five steps crashes with per_commit / 5, so about per_commit of all commits
+        // Each of the six steps crashes with per_commit / 6, so about per_commit of all commits
         // crash somewhere.
         if step == CommitStep::BeforePrewrite {
             return HookAction::Continue;

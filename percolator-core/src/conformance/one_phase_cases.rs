@@ -281,7 +281,6 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     } else {
         vec![
             CommitStep::BeforePrewrite,
-            CommitStep::AfterPrimaryPrewrite,
             CommitStep::AfterPrewrites,
             CommitStep::BeforeCommitPoint,
             CommitStep::AfterCommitPoint,
@@ -319,7 +318,7 @@ pub async fn used_where_supported<F: StoreFactory>(factory: &F) {
     t.set_commit_hook(Some(Arc::new(OnePhase(Arc::clone(&steps)))));
     t.commit().await.unwrap();
     assert_eq!(
-        steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite),
+        steps.0.lock().contains(&CommitStep::AfterPrewrites),
         !atomic_rows(&*store, 2),
         "{:?}",
         steps.0.lock()
@@ -603,7 +602,7 @@ pub async fn several_rows_in_one_step<F: StoreFactory>(factory: &F) {
     t.notify(TABLE, "watched", "v").unwrap();
     t.set_commit_hook(Some(Arc::new(OnePhase(Arc::clone(&steps)))));
     let info = t.commit().await.unwrap();
-    let two_phase = steps.0.lock().contains(&CommitStep::AfterPrimaryPrewrite);
+    let two_phase = steps.0.lock().contains(&CommitStep::AfterPrewrites);
     assert_eq!(two_phase, !one_step, "{:?}", steps.0.lock());
     for row in ROWS {
         assert_eq!(value(&c, row).await, Some(Bytes::from(row)), "{row}");

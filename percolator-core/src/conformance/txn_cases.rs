@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use super::hooks::PauseAt;
-use super::{StoreFactory, client, patient_client};
+use super::{StoreFactory, client, client_with, fast_config, patient_client};
 use crate::error::Error;
 use crate::fault::CommitStep;
 use crate::records::{LockRecord, SHORT_VALUE_MAX, WriteKind, WriteRecord};
@@ -110,7 +111,11 @@ pub async fn figure4_transfer_short_values<F: StoreFactory>(factory: &F) {
 /// written as `balance` makes them.
 async fn figure4<F: StoreFactory>(factory: &F, balance: impl Fn(&str) -> Bytes) {
     let store = factory.open().await;
-    let c = patient_client(&store).await;
+    // The paper's order: the primary prewritten first.
+    let sequential = fast_config()
+        .with_lock_ttl(Duration::from_secs(60))
+        .with_parallel_prewrite(false);
+    let c = client_with(&store, sequential).await;
     let (bob10, joe2, bob3, joe9) = (balance("$10"), balance("$2"), balance("$3"), balance("$9"));
     let short = bob10.len() <= SHORT_VALUE_MAX;
     // What a put of `value` at `ts` leaves in the data family, and inline in its write record.
@@ -125,6 +130,7 @@ async fn figure4<F: StoreFactory>(factory: &F, balance: impl Fn(&str) -> Bytes) 
     setup.set("bank", "Joe", "bal", joe2.clone()).unwrap();
     let s0 = setup.start_ts();
     let c0 = setup.commit().await.unwrap().commit_ts.unwrap();
+    c.finish_background_commits().await;
 
     // 1. Initial state.
     for (row, value) in [("Bob", &bob10), ("Joe", &joe2)] {
@@ -226,6 +232,7 @@ async fn figure4<F: StoreFactory>(factory: &F, balance: impl Fn(&str) -> Bytes) 
     // 5. The secondary: write record added, lock removed.
     let info = commit.await.unwrap().unwrap();
     assert_eq!(info.commit_ts, Some(commit_ts));
+    c.finish_background_commits().await;
     assert!(locks(&*store, "bank", "Joe").await.is_empty());
     assert_eq!(
         writes_with_values(&*store, "bank", "Joe").await[0],

@@ -53,6 +53,21 @@ pub(crate) struct ClientInner<S: RowStore> {
     /// Transactions this client committed, for clearing their notifications without a status
     /// read.
     pub(crate) recent_commits: super::recent_commits::RecentCommits,
+    /// Secondary commits still running after their `commit` returned.
+    pub(super) background: super::background::BackgroundCommits,
+    /// Which columns transactions read together, for prefetching.
+    pub(super) read_patterns: Arc<super::prefetch::ReadPatterns>,
+}
+
+impl<S: RowStore> ClientInner<S> {
+    /// Whether this client's transactions prefetch ([`TxnConfig::prefetch`]).
+    pub(super) fn prefetches(&self) -> bool {
+        match self.config.prefetch {
+            super::Prefetch::Off => false,
+            super::Prefetch::Distributed => self.store.limits().distributed,
+            super::Prefetch::Always => true,
+        }
+    }
 }
 
 impl<S: RowStore> Drop for ClientInner<S> {
@@ -295,7 +310,6 @@ impl<S: RowStore> ClientBuilder<S> {
                 oracle,
                 clock,
                 liveness: registry,
-                config: self.config,
                 worker_id,
                 metrics: TxnMetrics::default(),
                 observed,
@@ -305,6 +319,11 @@ impl<S: RowStore> ClientBuilder<S> {
                 faults: self.faults,
                 lease_refresher: parking_lot::Mutex::new(Some(refresher)),
                 recent_commits: Default::default(),
+                background: super::background::BackgroundCommits::new(
+                    self.config.max_background_commits,
+                ),
+                read_patterns: Default::default(),
+                config: self.config,
             }),
         })
     }
@@ -663,6 +682,36 @@ impl<S: RowStore> Client<S> {
         Ok(members)
     }
 
+    /// Waits until the secondaries of every transaction this client committed so far are
+    /// committed too ([`TxnConfig::background_secondaries`]): then a scan of the lock family
+    /// finds none of them. Reads never need this (they roll a committed lock forward
+    /// themselves); tools that count locks, and tests, do.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use percolator_backend_mem::MemStore;
+    /// # use percolator_core::Client;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> percolator_core::Result<()> {
+    /// let client = Client::open(Arc::new(MemStore::new())).await?;
+    /// let mut txn = client.begin().await?;
+    /// for row in ["a", "b", "c"] {
+    ///     txn.set("docs", row, "contents", "hello")?;
+    /// }
+    /// txn.commit().await?; // returns at the primary's commit
+    /// client.finish_background_commits().await;
+    /// assert!(client.locks("docs").await?.is_empty());
+    /// # client.shutdown().await }
+    /// ```
+    pub async fn finish_background_commits(&self) {
+        self.inner.background.wait_idle().await;
+    }
+
+    /// How many committed transactions' secondaries are still being committed in the background.
+    pub fn background_commits_in_flight(&self) -> usize {
+        self.inner.background.in_flight()
+    }
+
     /// Deregisters the worker's lease (graceful shutdown). Locks of unfinished commits of this
     /// worker become cleanable at once.
     ///
@@ -683,6 +732,9 @@ impl<S: RowStore> Client<S> {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) -> Result<()> {
+        // Secondaries still being committed finish first: a clean shutdown leaves no lock of a
+        // committed transaction for readers to roll forward.
+        self.inner.background.close().await;
         let refresher = self.inner.lease_refresher.lock().take();
         if let Some(refresher) = refresher {
             refresher.stop().await;

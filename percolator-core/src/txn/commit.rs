@@ -1,15 +1,18 @@
 //! Two-phase commit (paper Figure 6, `Prewrite` and `Commit`).
 //!
-//! 1. **Prewrite the primary row**, then every secondary row in one batch: per column, no write
-//!    record at or after start_ts and no lock at all; then data and lock at start_ts. A lock left
+//! 1. **Prewrite every row** in one batch (`TxnConfig::parallel_prewrite`, the default), or the
+//!    primary row first and then every secondary row in one batch (the paper's order): per
+//!    column, no write record at or after start_ts and no lock at all; then data and lock at
+//!    start_ts. A lock left
 //!    by a dead or expired transaction is resolved and the prewrite retried; a live one is a
 //!    conflict. Our own lock (a retried request whose first answer was lost) counts as success.
 //! 2. Take the **commit timestamp**.
 //! 3. **Commit the primary row** — write records at commit_ts, locks removed, conditional on our
 //!    primary lock still being there. This single-row mutation is the commit point. If its answer
 //!    is lost, the primary is read back to learn the outcome.
-//! 4. **Commit the secondaries** in one batch. Failures here do not matter: readers roll the
-//!    remaining locks forward through the primary.
+//! 4. **Commit the secondaries** in one batch, by default in a background task after `commit`
+//!    has returned (`background.rs`). Failures here do not matter: readers roll the remaining
+//!    locks forward through the primary.
 //!
 //! A transaction that writes a single row first tries a one-phase commit (`one_phase.rs`) on
 //! stores that support it, and comes here only if that attempt finds anything in its way.
@@ -66,6 +69,9 @@ impl RowWrites {
     }
 }
 
+/// Rows prewritten in the primary's batch with parallel prewrite: the batch runs before the
+/// primary's heartbeat starts, so it is kept short enough to land well within one lock TTL.
+const PARALLEL_PREWRITE_ROWS: usize = 64;
 /// How many times one row's prewrite is retried after resolving a dead lock in its way.
 const PREWRITE_ATTEMPTS: usize = 3;
 /// How many times a store call with an unknown outcome is retried during commit.
@@ -187,7 +193,7 @@ impl<S: RowStore> Client<S> {
                 .await?
         {
             return self
-                .after_commit_point(&primary, start_ts, commit_ts, &[], &faults, cells)
+                .after_commit_point(&primary, start_ts, commit_ts, Vec::new(), &faults, cells)
                 .await;
         }
         // Encoded only for two phases (a one-phase commit names its commit timestamp too), and
@@ -197,18 +203,34 @@ impl<S: RowStore> Client<S> {
         } else {
             Bytes::new()
         };
+        // The rows prewritten before the heartbeat starts: the primary alone (the paper's order,
+        // which lets a commit stop with only its primary locked), or the primary with up to
+        // `PARALLEL_PREWRITE_ROWS - 1` secondaries in one batch; a larger transaction prewrites
+        // the rest while the heartbeat keeps its primary alive.
+        let parallel = self.config().parallel_prewrite;
+        let first = if parallel {
+            rows.len().min(PARALLEL_PREWRITE_ROWS)
+        } else {
+            1
+        };
         if let Err(e) = self
-            .prewrite_rows(&rows[..1], start_ts, &lock, &notify_value)
+            .prewrite_rows(&rows[..first], start_ts, &lock, &notify_value)
             .await
         {
+            if first > 1 {
+                // Some secondaries may be locked though the primary is not.
+                self.abort_prewritten(&rows, start_ts).await;
+            }
             if matches!(e, Error::Conflict { .. }) {
                 self.inner.metrics.conflicted();
             }
             return Err(e);
         }
-        faults
-            .at(CommitStep::AfterPrimaryPrewrite, start_ts)
-            .await?;
+        if !parallel {
+            faults
+                .at(CommitStep::AfterPrimaryPrewrite, start_ts)
+                .await?;
+        }
         // The primary's lock as prewritten (kind and short value), for the heartbeat to rewrite.
         let primary_commit = layout::CommitColumn::of(&primary.column, &primary_row.columns[0].1);
         let primary_lock = LockRecord {
@@ -220,7 +242,7 @@ impl<S: RowStore> Client<S> {
         // slow. A commit that completes without waiting needs no heartbeat (no task is spawned).
         let to_commit_point = async {
             if let Err(e) = self
-                .prewrite_rows(&rows[1..], start_ts, &lock, &notify_value)
+                .prewrite_rows(&rows[first..], start_ts, &lock, &notify_value)
                 .await
             {
                 self.abort_prewritten(&rows, start_ts).await;
@@ -246,22 +268,25 @@ impl<S: RowStore> Client<S> {
         let commit_ts = self
             .with_heartbeat(&primary, start_ts, primary_lock, to_commit_point)
             .await?;
-        self.after_commit_point(&primary, start_ts, commit_ts, &rows[1..], &faults, cells)
+        let secondaries = rows.split_off(1);
+        self.after_commit_point(&primary, start_ts, commit_ts, secondaries, &faults, cells)
             .await
     }
 
     /// Everything after the commit point: the optional sync, then the secondaries (none for a
-    /// one-phase commit).
+    /// one-phase commit), committed before returning or handed to a background task
+    /// ([`super::TxnConfig::background_secondaries`]).
     pub(super) async fn after_commit_point(
         &self,
         primary: &CellAddr,
         start_ts: u64,
         commit_ts: u64,
-        secondaries: &[RowWrites],
+        secondaries: Vec<RowWrites>,
         faults: &Faults,
         cells: usize,
     ) -> Result<CommitInfo> {
-        // Final from here on: clearing this transaction's notifications needs no status read.
+        // Final from here on: clearing this transaction's notifications, or rolling one of its
+        // secondaries forward, needs no status read.
         self.inner
             .recent_commits
             .record(primary, start_ts, commit_ts);
@@ -272,7 +297,46 @@ impl<S: RowStore> Client<S> {
             return Err(Error::CommittedNotDurable { commit_ts, source });
         }
         faults.at(CommitStep::AfterCommitPoint, start_ts).await?;
+        let info = CommitInfo {
+            start_ts,
+            commit_ts: Some(commit_ts),
+            rows: secondaries.len() + 1,
+            cells,
+        };
+        if !secondaries.is_empty() && self.config().background_secondaries {
+            // No slot once the client is shut down: then the secondaries are committed here.
+            if let Some(slot) = self.inner.background.slot().await {
+                let client = self.clone();
+                let faults = faults.clone();
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    // An injected crash here stops the task as a dying process would: the
+                    // secondaries stay locked for readers to roll forward.
+                    if faults.at(CommitStep::AfterReturn, start_ts).await.is_ok() {
+                        let _ = client
+                            .commit_secondaries_in_steps(&secondaries, start_ts, commit_ts, &faults)
+                            .await;
+                    }
+                });
+                self.inner.metrics.committed();
+                return Ok(info);
+            }
+        }
+        self.commit_secondaries_in_steps(&secondaries, start_ts, commit_ts, faults)
+            .await?;
+        self.inner.metrics.committed();
+        Ok(info)
+    }
 
+    /// Commits the secondary rows: in two halves with the [`CommitStep::AfterHalfSecondaries`]
+    /// checkpoint between them while a hook is installed, else in one batch.
+    async fn commit_secondaries_in_steps(
+        &self,
+        secondaries: &[RowWrites],
+        start_ts: u64,
+        commit_ts: u64,
+        faults: &Faults,
+    ) -> Result<()> {
         if faults.installed() && secondaries.len() >= 2 {
             let (first, second) = secondaries.split_at(secondaries.len() / 2);
             self.commit_secondaries(first, start_ts, commit_ts).await;
@@ -284,13 +348,7 @@ impl<S: RowStore> Client<S> {
             self.commit_secondaries(secondaries, start_ts, commit_ts)
                 .await;
         }
-        self.inner.metrics.committed();
-        Ok(CommitInfo {
-            start_ts,
-            commit_ts: Some(commit_ts),
-            rows: secondaries.len() + 1,
-            cells,
-        })
+        Ok(())
     }
 
     /// Prewrites `rows` in one batch, then settles each row that did not apply.
@@ -428,8 +486,9 @@ impl<S: RowStore> Client<S> {
         Ok(answer.first().is_some_and(|cells| !cells.is_empty()))
     }
 
-    /// Looks at the lock on `addr`. Returns `Ok(false)` if it is ours; resolves a foreign dead or
-    /// expired lock and returns `Ok(true)` (retry the prewrite); a live foreign lock is a conflict.
+    /// Looks at the lock on `addr`. Returns `Ok(false)` if it is ours; resolves a foreign lock of
+    /// a committed transaction, or a dead or expired one, and returns `Ok(true)` (retry the
+    /// prewrite); a live foreign lock is a conflict.
     async fn clear_foreign_lock(&self, addr: &CellAddr, start_ts: u64) -> Result<bool> {
         let answer = self
             .inner
@@ -452,9 +511,10 @@ impl<S: RowStore> Client<S> {
             return Ok(false);
         }
         let record = LockRecord::decode(&cell.value)?;
-        if self.inner.may_clean(&record).await?
-            && self.inner.resolve_lock(addr, cell.ts, &record).await?
-        {
+        // A lock of a committed transaction is rolled forward whoever owns it: its owner may be
+        // alive and still committing its secondaries in the background. One of a live,
+        // uncommitted transaction is a conflict; a dead owner's is rolled back.
+        if self.inner.resolve_lock(addr, cell.ts, &record).await? {
             return Ok(true);
         }
         Err(Error::conflict(
@@ -566,7 +626,9 @@ impl<S: RowStore> Client<S> {
         })
     }
 
-    /// Commits secondary rows; failures are left to lazy roll-forward.
+    /// Commits secondary rows; failures are left to lazy roll-forward. A row whose commit finds
+    /// one of its locks gone (a reader rolled that column forward first) is committed column by
+    /// column, so its other columns are not left locked.
     async fn commit_secondaries(&self, rows: &[RowWrites], start_ts: u64, commit_ts: u64) {
         if rows.is_empty() {
             return;
@@ -575,8 +637,39 @@ impl<S: RowStore> Client<S> {
             .iter()
             .map(|r| layout::commit(&r.table, &r.row, &r.commits(), start_ts, commit_ts))
             .collect();
-        if let Err(e) = self.inner.store.mutate_rows(batch).await {
-            tracing::debug!(start_ts, error = %e, "secondary commit failed; readers will roll forward");
+        let outcomes = match self.inner.store.mutate_rows(batch).await {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                tracing::debug!(start_ts, error = %e, "secondary commit failed; readers will roll forward");
+                return;
+            }
+        };
+        let partly_resolved: Vec<&RowWrites> = rows
+            .iter()
+            .zip(outcomes)
+            .filter(|(row, outcome)| !outcome.applied() && row.columns.len() > 1)
+            .map(|(row, _)| row)
+            .collect();
+        // One column of each such row per batch, so that no batch names a row twice.
+        let widest = partly_resolved.iter().map(|r| r.columns.len()).max();
+        for column in 0..widest.unwrap_or(0) {
+            let batch: Vec<RowMutation> = partly_resolved
+                .iter()
+                .filter_map(|r| {
+                    let commit = r.commits().into_iter().nth(column)?;
+                    Some(layout::commit(
+                        &r.table,
+                        &r.row,
+                        &[commit],
+                        start_ts,
+                        commit_ts,
+                    ))
+                })
+                .collect();
+            if let Err(e) = self.inner.store.mutate_rows(batch).await {
+                tracing::debug!(start_ts, error = %e, "secondary commit failed; readers will roll forward");
+                return;
+            }
         }
     }
 

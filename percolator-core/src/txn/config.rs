@@ -33,7 +33,10 @@ use std::time::Duration;
 ///     .with_max_attempts(10)
 ///     .with_backoff(Duration::from_millis(2), Duration::from_millis(200))
 ///     .with_durable_commits(true)
-///     .with_one_phase_commit(false);
+///     .with_one_phase_commit(false)
+///     .with_background_secondaries(false)
+///     .with_max_background_commits(16)
+///     .with_parallel_prewrite(false);
 /// assert_eq!(config.max_attempts, 10);
 /// assert_eq!(config.backoff_max, Duration::from_millis(200));
 /// assert!(config.durable_commits && !config.one_phase_commit);
@@ -66,6 +69,22 @@ pub struct TxnConfig {
     /// Commit single-row transactions in one row mutation where the store supports it
     /// ([`crate::StoreLimits::tracks_snapshot_reads`]; see the `one_phase` module docs).
     pub one_phase_commit: bool,
+    /// Return from `commit` at the commit point and commit the secondary rows in the background
+    /// (see the `background` module docs). Readers roll any secondary they meet first forward;
+    /// [`crate::Client::shutdown`] waits for the rest.
+    pub background_secondaries: bool,
+    /// Most transactions per client whose secondaries are committed in the background at once; a
+    /// commit that finds them all busy waits for one to finish.
+    pub max_background_commits: usize,
+    /// Prewrite the primary and the secondary rows in one batch, as TiKV's clients do, instead
+    /// of the primary first (paper Figure 6). A reader that meets a secondary whose primary is
+    /// not locked yet waits while the secondary's owner lives, so the batch costs no spurious
+    /// aborts. Only with it off does a commit pass the `AfterPrimaryPrewrite` fault checkpoint.
+    pub parallel_prewrite: bool,
+    /// Whether a read fetches the row's other columns that earlier transactions read with it,
+    /// into a per-transaction cache (see the `prefetch` module docs); off by default (measured:
+    /// the workloads here read a row's columns together already).
+    pub prefetch: super::Prefetch,
 }
 
 impl Default for TxnConfig {
@@ -79,6 +98,10 @@ impl Default for TxnConfig {
             backoff_max: Duration::from_millis(100),
             durable_commits: false,
             one_phase_commit: true,
+            background_secondaries: true,
+            max_background_commits: 64,
+            parallel_prewrite: true,
+            prefetch: super::Prefetch::Off,
         }
     }
 }
@@ -145,6 +168,34 @@ impl TxnConfig {
         self.one_phase_commit = one_phase_commit;
         self
     }
+
+    /// Sets [`Self::background_secondaries`].
+    #[must_use]
+    pub fn with_background_secondaries(mut self, background_secondaries: bool) -> Self {
+        self.background_secondaries = background_secondaries;
+        self
+    }
+
+    /// Sets [`Self::parallel_prewrite`].
+    #[must_use]
+    pub fn with_parallel_prewrite(mut self, parallel_prewrite: bool) -> Self {
+        self.parallel_prewrite = parallel_prewrite;
+        self
+    }
+
+    /// Sets [`Self::prefetch`].
+    #[must_use]
+    pub fn with_prefetch(mut self, prefetch: super::Prefetch) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Sets [`Self::max_background_commits`] (at least one is used).
+    #[must_use]
+    pub fn with_max_background_commits(mut self, max_background_commits: usize) -> Self {
+        self.max_background_commits = max_background_commits;
+        self
+    }
 }
 
 #[cfg(test)]
@@ -161,7 +212,11 @@ mod tests {
             .with_max_attempts(3)
             .with_backoff(Duration::from_micros(5), Duration::from_micros(50))
             .with_durable_commits(true)
-            .with_one_phase_commit(false);
+            .with_one_phase_commit(false)
+            .with_background_secondaries(false)
+            .with_max_background_commits(3)
+            .with_parallel_prewrite(false)
+            .with_prefetch(super::super::Prefetch::Always);
         assert_eq!(c.lock_ttl, Duration::from_millis(7));
         assert_eq!(c.lock_wait_timeout, Duration::from_millis(8));
         assert_eq!(c.worker_lease, Duration::from_millis(9));
@@ -172,6 +227,10 @@ mod tests {
         );
         assert!(c.durable_commits);
         assert!(!c.one_phase_commit);
+        assert!(!c.background_secondaries);
+        assert_eq!(c.max_background_commits, 3);
+        assert!(!c.parallel_prewrite);
+        assert_eq!(c.prefetch, super::super::Prefetch::Always);
         let same = TxnConfig::default().with_lock_ttl(base.lock_ttl);
         assert_eq!(format!("{same:?}"), format!("{base:?}"));
     }

@@ -26,7 +26,8 @@ use crate::error::Result;
 pub enum CommitStep {
     /// Nothing written yet.
     BeforePrewrite,
-    /// The primary row is locked; no secondary is.
+    /// The primary row is locked; no secondary is (only without
+    /// [`crate::TxnConfig::parallel_prewrite`], which locks every row in one batch).
     AfterPrimaryPrewrite,
     /// Every row is locked; no commit timestamp yet.
     AfterPrewrites,
@@ -34,6 +35,11 @@ pub enum CommitStep {
     BeforeCommitPoint,
     /// Primary committed (the commit point); no secondary committed.
     AfterCommitPoint,
+    /// `commit` has returned success; the secondaries are about to be committed by a background
+    /// task (only with [`crate::TxnConfig::background_secondaries`] and at least one secondary
+    /// row). A crash here, or at [`Self::AfterHalfSecondaries`] after it, stops that task: the
+    /// caller has already seen the commit succeed.
+    AfterReturn,
     /// Half of the secondary rows committed (only with two or more secondary rows, and only
     /// while a hook is installed).
     AfterHalfSecondaries,

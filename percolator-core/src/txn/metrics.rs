@@ -19,6 +19,8 @@ pub struct TxnMetrics {
     one_phase_fallbacks: AtomicU64,
     status_reads: AtomicU64,
     lock_waits: AtomicU64,
+    prefetched: AtomicU64,
+    prefetch_hits: AtomicU64,
 }
 
 /// A copy of [`TxnMetrics`] at one moment.
@@ -57,6 +59,11 @@ pub struct TxnMetricsSnapshot {
     /// Times a read waited for a live lock at or below its snapshot to be resolved by its
     /// owner (it backs off and reads again; it never reads around the lock).
     pub lock_waits: u64,
+    /// Cells read ahead of a `get` because earlier transactions read them with the cell it
+    /// asked for (`TxnConfig::prefetch`).
+    pub prefetched_cells: u64,
+    /// Prefetched cells a read then took from the transaction's cache (each counted once).
+    pub prefetch_hits: u64,
     /// Renewals of this client's worker lease.
     pub lease_renewals: u64,
     /// Renewals that found the lease already lapsed (in the client's view): the transactions
@@ -109,6 +116,14 @@ impl TxnMetrics {
         Self::bump(&self.lock_waits);
     }
 
+    pub(crate) fn prefetched(&self, cells: u64) {
+        self.prefetched.fetch_add(cells, Ordering::Relaxed);
+    }
+
+    pub(crate) fn prefetch_hit(&self) {
+        Self::bump(&self.prefetch_hits);
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> TxnMetricsSnapshot {
         TxnMetricsSnapshot {
@@ -124,6 +139,8 @@ impl TxnMetrics {
             one_phase_fallbacks: self.one_phase_fallbacks.load(Ordering::Relaxed),
             status_reads: self.status_reads.load(Ordering::Relaxed),
             lock_waits: self.lock_waits.load(Ordering::Relaxed),
+            prefetched_cells: self.prefetched.load(Ordering::Relaxed),
+            prefetch_hits: self.prefetch_hits.load(Ordering::Relaxed),
             // Filled in by `Client::metrics` from the lease's refresher.
             lease_renewals: 0,
             late_lease_renewals: 0,

@@ -17,10 +17,13 @@
 //!   hooks consulted there (public as `percolator_core::fault`);
 //!
 //! and one protocol action each: `layout` (the cells every step touches), `read` (snapshot
-//! get/scan), `commit` (prewrite/commit), `one_phase` (single-row commit), `resolve` (lazy lock
+//! get/scan), `prefetch` (columns read together fetched ahead into a per-transaction cache),
+//! `commit` (prewrite/commit), `background` (secondaries committed after `commit`
+//! returns), `one_phase` (single-row commit), `resolve` (lazy lock
 //! cleanup), `retry` (the run helper; the backoff itself is [`crate::backoff`]), `notify`
 //! (observed columns, finding and consuming notifications).
 
+mod background;
 mod client;
 mod commit;
 mod config;
@@ -30,6 +33,7 @@ mod lease;
 mod metrics;
 mod notify;
 mod one_phase;
+mod prefetch;
 mod read;
 mod recent_commits;
 mod resolve;
@@ -43,5 +47,6 @@ pub use config::TxnConfig;
 pub use fault::{CommitHook, CommitStep, HookAction};
 pub use metrics::{TxnMetrics, TxnMetricsSnapshot};
 pub use notify::{ClearOutcome, NotificationKind, NotifyRow, NotifyVersion, ObservedColumn};
+pub use prefetch::Prefetch;
 pub use resolve::{Settled, TxnStatus};
 pub use transaction::{CommitInfo, ScanItem, ScanPage, Transaction, Versioned};

@@ -144,6 +144,20 @@ impl<S: RowStore> ClientInner<S> {
         addrs: &[CellAddr],
         read_ts: u64,
     ) -> Result<Vec<Versioned>> {
+        let answers = self.snapshot_get_batch(addrs, addrs.len(), read_ts).await?;
+        Ok(answers.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// [`Self::snapshot_get_many`] where only the first `required` cells must be answered: a
+    /// later one that would have to be read again on its own (behind a lock, or rollbacks) is
+    /// answered `None` instead, so that a prefetch never waits on a lock of a cell nobody asked
+    /// for yet.
+    pub(crate) async fn snapshot_get_batch(
+        &self,
+        addrs: &[CellAddr],
+        required: usize,
+        read_ts: u64,
+    ) -> Result<Vec<Option<Versioned>>> {
         self.check_snapshot(read_ts)?;
         if addrs.is_empty() {
             return Ok(Vec::new());
@@ -202,7 +216,7 @@ impl<S: RowStore> ClientInner<S> {
                 "store answered a batch read with a different shape".into(),
             ));
         }
-        let mut out = vec![Versioned::default(); addrs.len()];
+        let mut out = vec![Some(Versioned::default()); addrs.len()];
         let mut alone = Vec::new();
         for (i, (addr, &row)) in addrs.iter().zip(&addr_rows).enumerate() {
             let of_column = |family: usize| -> Vec<Cell> {
@@ -220,7 +234,11 @@ impl<S: RowStore> ClientInner<S> {
                     WriteRecord::decode(&c.value).is_ok_and(|w| w.kind == WriteKind::Rollback)
                 });
             if !lock.is_empty() || all_rollbacks {
-                alone.push(i);
+                if i < required {
+                    alone.push(i);
+                } else {
+                    out[i] = None;
+                }
                 continue;
             }
             let data = if point_reads {
@@ -228,7 +246,7 @@ impl<S: RowStore> ClientInner<S> {
             } else {
                 of_column(2)
             };
-            out[i] = self.visible_value(addr, &writes, &data).await?;
+            out[i] = Some(self.visible_value(addr, &writes, &data).await?);
         }
         let resolved = futures::future::try_join_all(
             alone
@@ -237,7 +255,7 @@ impl<S: RowStore> ClientInner<S> {
         )
         .await?;
         for (i, seen) in alone.into_iter().zip(resolved) {
-            out[i] = seen;
+            out[i] = Some(seen);
         }
         Ok(out)
     }

@@ -9,8 +9,10 @@
 //!   wall-clock TTL has run out, the primary is rolled back first — conditional on the lock bytes
 //!   being exactly the ones inspected, so a concurrent heartbeat or commit wins — and then the
 //!   lock; otherwise the caller waits;
-//! - neither: the primary was never locked (or its prewrite is still in flight); a rollback record
-//!   is written there so that the late prewrite can never succeed (TiKV #921-style races).
+//! - neither: the primary was never locked (or its prewrite is still in flight); once the lock
+//!   met is cleanable (its owner dead or its TTL run out) a rollback record is written there so
+//!   that the late prewrite can never succeed (TiKV #921-style races); before, the reader waits,
+//!   since the primary's prewrite may be in the same batch as the lock it met.
 //!
 //! Rollback records are never deleted here: they are what makes a late prewrite fail.
 
@@ -79,6 +81,19 @@ impl<S: RowStore> ClientInner<S> {
         start_ts: u64,
         clean: bool,
     ) -> Result<TxnStatus> {
+        self.check_status_met(primary, start_ts, clean, None).await
+    }
+
+    /// [`Self::check_status`] for a reader that met `met`, a secondary lock of the transaction:
+    /// with cleanup, a missing primary is fenced only once `met` is cleanable itself (its owner
+    /// gone or its TTL run out), since the primary's prewrite may be in flight beside it.
+    pub(crate) async fn check_status_met(
+        &self,
+        primary: &CellAddr,
+        start_ts: u64,
+        clean: bool,
+        met: Option<&LockRecord>,
+    ) -> Result<TxnStatus> {
         for _ in 0..STATUS_ATTEMPTS {
             self.metrics.status_read();
             let read = self
@@ -125,6 +140,11 @@ impl<S: RowStore> ClientInner<S> {
                 continue; // refreshed or committed meanwhile: look again
             }
             if !clean {
+                return Ok(TxnStatus::NotFound);
+            }
+            if let Some(secondary) = met
+                && !self.may_clean(secondary).await?
+            {
                 return Ok(TxnStatus::NotFound);
             }
             let outcome = self
@@ -190,7 +210,21 @@ impl<S: RowStore> ClientInner<S> {
         start_ts: u64,
         lock: &LockRecord,
     ) -> Result<bool> {
-        match self.check_status(&lock.primary, start_ts, true).await? {
+        // A transaction known to be committed (this client's own, whose secondaries may still be
+        // committing in the background, or one whose status was read before) needs no status
+        // read: a commit is final.
+        let status = match self.recent_commits.commit_ts(&lock.primary, start_ts) {
+            Some(commit_ts) => TxnStatus::Committed { commit_ts },
+            None => {
+                // A secondary's primary may not be locked yet: prewrites go out together
+                // (`TxnConfig::parallel_prewrite`). While the secondary's owner lives and its
+                // TTL runs, a missing primary is waited for, not fenced.
+                let met = (*addr != lock.primary).then_some(lock);
+                self.check_status_met(&lock.primary, start_ts, true, met)
+                    .await?
+            }
+        };
+        match status {
             TxnStatus::Committed { commit_ts } => {
                 self.store
                     .mutate_rows(vec![layout::roll_forward(addr, start_ts, commit_ts, lock)])
@@ -347,6 +381,8 @@ mod tests {
             faults: Default::default(),
             lease_refresher: parking_lot::Mutex::new(None),
             recent_commits: Default::default(),
+            background: crate::txn::background::BackgroundCommits::new(1),
+            read_patterns: Default::default(),
         }
     }
 

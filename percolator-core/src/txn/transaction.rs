@@ -98,6 +98,8 @@ pub struct Transaction<S: RowStore> {
     writes: BTreeMap<CellAddr, Option<Bytes>>,
     notifies: BTreeSet<CellAddr>,
     faults: Faults,
+    /// Prefetched cells and the columns read per row (`None` where prefetching is off).
+    reads: Option<super::prefetch::TxnReads>,
     /// Keeps the start timestamp published as in use until the transaction is dropped.
     _snapshot: SnapshotGuard,
 }
@@ -131,12 +133,16 @@ impl<S: RowStore> Transaction<S> {
         snapshot: SnapshotGuard,
         faults: Faults,
     ) -> Self {
+        let reads = client.inner.prefetches().then(|| {
+            super::prefetch::TxnReads::new(std::sync::Arc::clone(&client.inner.read_patterns))
+        });
         Self {
             client,
             start_ts,
             writes: BTreeMap::new(),
             notifies: BTreeSet::new(),
             faults,
+            reads,
             _snapshot: snapshot,
         }
     }
@@ -256,7 +262,46 @@ impl<S: RowStore> Transaction<S> {
         if let Some(own) = self.writes.get(&addr) {
             return Ok(own.clone());
         }
-        self.client.inner.snapshot_get(&addr, self.start_ts).await
+        let Some(reads) = &self.reads else {
+            return self.client.inner.snapshot_get(&addr, self.start_ts).await;
+        };
+        let cached = {
+            let mut cache = reads.cache.lock();
+            cache.note_read(&addr);
+            cache.get(&addr)
+        };
+        if let Some((value, first_use)) = cached {
+            if first_use {
+                self.client.inner.metrics.prefetch_hit();
+            }
+            return Ok(value);
+        }
+        let companions = reads.companions(&addr, |a| self.writes.contains_key(a));
+        if companions.is_empty() {
+            return self.client.inner.snapshot_get(&addr, self.start_ts).await;
+        }
+        // The cell and its usual companions in one store call; the companions are kept.
+        let mut addrs = Vec::with_capacity(companions.len() + 1);
+        addrs.push(addr);
+        addrs.extend(companions);
+        let mut seen = self
+            .client
+            .inner
+            .snapshot_get_batch(&addrs, 1, self.start_ts)
+            .await?
+            .into_iter();
+        let value = seen.next().flatten().and_then(|s| s.value);
+        let mut cache = reads.cache.lock();
+        let mut kept = 0;
+        // A companion behind a lock is left for its own read to resolve.
+        for (addr, cell) in addrs.into_iter().skip(1).zip(seen) {
+            if let Some(cell) = cell {
+                cache.keep(addr, cell.value);
+                kept += 1;
+            }
+        }
+        self.client.inner.metrics.prefetched(kept);
+        Ok(value)
     }
 
     /// Reads many cells, across rows and tables, at this transaction's snapshot: the answers
@@ -306,9 +351,23 @@ impl<S: RowStore> Transaction<S> {
 
     /// [`Self::get_many`] of checked addresses.
     async fn get_addrs(&self, addrs: Vec<CellAddr>) -> Result<Vec<Option<Bytes>>> {
+        // Cells prefetched before answer from the cache (and every read is noted for learning).
+        let mut cached: std::collections::HashMap<CellAddr, Option<Bytes>> = Default::default();
+        if let Some(reads) = &self.reads {
+            let mut cache = reads.cache.lock();
+            for addr in &addrs {
+                cache.note_read(addr);
+                if let Some((value, first_use)) = cache.get(addr) {
+                    if first_use {
+                        self.client.inner.metrics.prefetch_hit();
+                    }
+                    cached.insert(addr.clone(), value);
+                }
+            }
+        }
         let unread: Vec<CellAddr> = addrs
             .iter()
-            .filter(|addr| !self.writes.contains_key(*addr))
+            .filter(|addr| !self.writes.contains_key(*addr) && !cached.contains_key(*addr))
             .cloned()
             .collect();
         let mut read = self
@@ -319,9 +378,10 @@ impl<S: RowStore> Transaction<S> {
             .into_iter();
         Ok(addrs
             .iter()
-            .map(|addr| match self.writes.get(addr) {
-                Some(own) => own.clone(),
-                None => read.next().and_then(|seen| seen.value),
+            .map(|addr| match (self.writes.get(addr), cached.get(addr)) {
+                (Some(own), _) => own.clone(),
+                (None, Some(value)) => value.clone(),
+                (None, None) => read.next().and_then(|seen| seen.value),
             })
             .collect())
     }
@@ -793,8 +853,11 @@ impl<S: RowStore> Transaction<S> {
             writes,
             notifies,
             faults,
+            reads,
             _snapshot: snapshot,
         } = self;
+        // What this transaction read is learned from now (the cache is not needed any more).
+        drop(reads);
         // The snapshot stays published until the commit is done (its prewrite is checked).
         let committed = client
             .commit_writes(start_ts, writes, notifies, faults)

@@ -7,10 +7,12 @@
 //! [`micro`] (Figure 8 and oracle throughput), [`oracle_service`], [`tpce`] (with the peer
 //! baseline on sled's own transactions), [`figure10`] (wherever etcd is installed),
 //! [`contention`], [`soak`] (embedded backends), [`freshness`] (Figure 7), [`scale`]
-//! (`--scale` alone) and [`workers`] (`--workers 1,2,3 --backend etcd` alone). The backends come from `percolator-registry`'s catalogue.
+//! (`--scale` alone), [`workers`] (`--workers 1,2,3 --backend etcd` alone) and [`figure9`]
+//! (`--figure9` alone: Figure 9 in simulation, on mem). The backends come from `percolator-registry`'s catalogue.
 
 pub mod contention;
 pub mod figure10;
+pub mod figure9;
 pub mod freshness;
 pub mod micro;
 pub mod oracle_service;
@@ -53,6 +55,10 @@ pub enum Only {
     RustDocs,
     /// The TPC-E-style benchmark.
     Tpce,
+    /// Figure 8 and the oracle's throughput.
+    Micro,
+    /// The paper's Figure 9 in simulation.
+    Figure9,
 }
 
 /// The freshness experiment's size when asked for alone; `None` keeps the experiment's default.
@@ -216,6 +222,9 @@ pub fn bench(
     if only == Only::RustDocs {
         return alone(profile, quick, rust_docs::run);
     }
+    if only == Only::Figure9 {
+        return alone(profile, quick, figure9::run);
+    }
     let systems = backends(choice, pd.as_deref())?;
     if let Only::Scale { docs } = only {
         let docs = docs.unwrap_or(if quick { 1_000 } else { 50_000 });
@@ -258,6 +267,10 @@ pub fn bench(
     };
     if only == Only::Tpce {
         return tpce::run(&ctx, &systems);
+    }
+    if only == Only::Micro {
+        micro::run(&ctx, &systems)?;
+        return oracle_service::run(&ctx);
     }
     if only == Only::All {
         micro::run(&ctx, &systems)?;

@@ -20,8 +20,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{
-    OUT, contention, figure10, freshness, micro, oracle_service, read_json, rust_docs, scale,
-    serve_load, soak, tpce, workers,
+    OUT, contention, figure9, figure10, freshness, micro, oracle_service, read_json, rust_docs,
+    scale, serve_load, soak, tpce, workers,
 };
 
 /// The key under which a report records how it was run.
@@ -226,6 +226,14 @@ fn sections(dir: &Path) -> Result<Vec<Section>, String> {
             },
         },
         Section {
+            name: "figure9",
+            reports: one(figure9::FILE),
+            render: |r| {
+                let report = r.first().map(|(_, v)| v).unwrap_or(&Value::Null);
+                (figure9::table(report), figure9::headline(report))
+            },
+        },
+        Section {
             name: "figure10",
             reports: one(figure10::FILE),
             render: |r| {
@@ -405,6 +413,39 @@ mod tests {
             "kinds": [], "invariants": {"violation_count": 0},
             "run": run_info,
         })
+    }
+
+    /// Figure 9's report makes its section, with its table and README row.
+    #[test]
+    fn figure9_makes_its_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = json!({
+            "rtt_ms": 2.0, "service_ms": 0.25, "clients_at_scale": 512,
+            "points": [{"servers": 1, "clients": 512, "tps_e": 10.0, "window": {}}],
+            "analysis": {
+                "points": [{"servers": 1, "tps_e": 10.0, "linear_tps_e": 10.0, "ratio": 1.0}],
+                "conclusion": ["Linear over the whole sweep."],
+            },
+            "run": run(false, "dist"),
+        });
+        std::fs::write(
+            dir.path().join(figure9::FILE),
+            serde_json::to_vec(&report).unwrap(),
+        )
+        .unwrap();
+        let text = benchmarks_md(&sections(dir.path()).unwrap(), "");
+        assert!(
+            text.contains("<!-- bench:figure9 -->\n## Figure 9"),
+            "{text}"
+        );
+        assert!(text.contains("- Linear over the whole sweep."), "{text}");
+        let rows = headlines(&text);
+        assert!(
+            rows.iter()
+                .any(|(label, value)| label.starts_with("Figure 9 in simulation")
+                    && value.starts_with("10.0 → 10.0 tpsE")),
+            "{rows:?}"
+        );
     }
 
     /// Full dist runs make their sections; smoke runs are skipped and keep the old section.

@@ -1,5 +1,5 @@
 //! The TPC-E-style brokerage benchmark (`percolator-bench tpce`) on every backend, and the peer
-//! baselines on sled's and fjall's own transactions.
+//! baselines on sled's, fjall's and (where etcd runs) etcd's own transactions.
 
 use serde_json::Value;
 
@@ -15,11 +15,20 @@ pub const PEER: &str = "sled-peer";
 /// The peer baseline on fjall's own transactions.
 pub const FJALL_PEER: &str = "fjall-peer";
 
+/// The peer baseline on etcd's own mini-transactions (STM style), run where etcd is.
+pub const ETCD_PEER: &str = "etcd-peer";
+
 /// Appended to a system's name for its run with `--single-reads` (the frames' rows read one
 /// after another: the baseline batched reads are measured against).
 pub const SINGLE_READS: &str = "-single-reads";
 
-/// Systems where a read is a network round trip, and so also run with single reads.
+/// Appended to a system's name for its run with `--inline-secondaries` (the secondaries
+/// committed before `commit` returns: the baseline returning at the commit point is measured
+/// against).
+pub const INLINE_SECONDARIES: &str = "-inline-secondaries";
+
+/// Systems where a read is a network round trip, and so also run with single reads and with
+/// inline secondaries.
 const NETWORKED: &[&str] = &["etcd", "tikv"];
 
 /// Runs it on every backend (and the peer baseline once), prints the table and writes
@@ -27,17 +36,27 @@ const NETWORKED: &[&str] = &["etcd", "tikv"];
 pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
     let mut reports = Vec::new();
     let runs = systems.iter().flat_map(|&system| {
-        let single = NETWORKED.contains(&system).then_some((system, true));
-        std::iter::once((system, false)).chain(single)
-    });
-    for (system, single_reads) in runs.chain([(PEER, false), (FJALL_PEER, false)]) {
-        let label = if single_reads {
-            format!("{system}{SINGLE_READS}")
+        let baselines = if NETWORKED.contains(&system) {
+            vec![
+                (system, Variant::SingleReads),
+                (system, Variant::InlineSecondaries),
+            ]
         } else {
-            system.to_owned()
+            Vec::new()
         };
+        std::iter::once((system, Variant::Default)).chain(baselines)
+    });
+    let mut peers = vec![(PEER, Variant::Default), (FJALL_PEER, Variant::Default)];
+    if systems.contains(&"etcd") {
+        peers.push((ETCD_PEER, Variant::Default));
+    }
+    for (system, variant) in runs.chain(peers) {
+        let label = format!("{system}{}", variant.suffix());
         let json = out(&format!("{PREFIX}{label}.json"));
-        let mut cmd = if system == PEER || system == FJALL_PEER {
+        let mut cmd = if system == ETCD_PEER {
+            let endpoints = ctx.remote.etcd.as_deref().unwrap_or_default();
+            bench_cmd(ctx, &["tpce", "--etcd-peer", endpoints])
+        } else if system == PEER || system == FJALL_PEER {
             let dir = out(&format!("tpce-db-{system}"));
             let mut cmd = bench_cmd(ctx, &["tpce", &format!("--{system}")]);
             cmd.arg(dir);
@@ -49,8 +68,14 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
         if ctx.quick {
             cmd.arg("--quick");
         }
-        if single_reads {
-            cmd.arg("--single-reads");
+        match variant {
+            Variant::Default => {}
+            Variant::SingleReads => {
+                cmd.arg("--single-reads");
+            }
+            Variant::InlineSecondaries => {
+                cmd.arg("--inline-secondaries");
+            }
         }
         println!("== TPC-E-style on {label}");
         let report = run_for_json(ctx, cmd, &json, &format!("tpce on {label}"))?;
@@ -68,19 +93,47 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// A same-run baseline of a networked system.
+#[derive(Debug, Clone, Copy)]
+enum Variant {
+    Default,
+    SingleReads,
+    InlineSecondaries,
+}
+
+impl Variant {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Default => "",
+            Self::SingleReads => SINGLE_READS,
+            Self::InlineSecondaries => INLINE_SECONDARIES,
+        }
+    }
+}
+
 /// The table: tpsE per system, and ours ÷ the peer on sled.
 pub fn table(reports: &[(String, Value)]) -> String {
     let mut out = String::from(
         "## TPC-E-style brokerage (tpsE = Trade-Results/s; the paper's best single-machine DBMS: \
          ~50 tpsE/core)\n\n| system | customers | tpsE | tpsE/core | txn/s | retries | invariants \
-         |\n|---|---:|---:|---:|---:|---:|---|\n",
+         | prefetched cells (used) |\n|---|---:|---:|---:|---:|---:|---|---:|\n",
     );
     for (system, report) in reports {
         let kinds = report["kinds"].as_array().cloned().unwrap_or_default();
         let retries: u64 = kinds.iter().filter_map(|k| k["retries"].as_u64()).sum();
         let ok = report["invariants"]["violation_count"].as_u64() == Some(0);
+        let prefetch = &report["prefetch"];
+        let prefetch = match prefetch["enabled"].as_bool() {
+            Some(true) => format!(
+                "{} ({})",
+                prefetch["prefetched_cells"].as_u64().unwrap_or(0),
+                prefetch["hits"].as_u64().unwrap_or(0)
+            ),
+            Some(false) => "off".to_owned(),
+            None => "–".to_owned(),
+        };
         out.push_str(&format!(
-            "| {system} | {} | {:.0} | {:.0} | {:.0} | {retries} | {} |\n",
+            "| {system} | {} | {:.0} | {:.0} | {:.0} | {retries} | {} | {prefetch} |\n",
             report["scale"]["customers"].as_u64().unwrap_or(0),
             num(&report["tps_e"]),
             num(&report["tps_e_per_core"]),
@@ -104,6 +157,22 @@ pub fn table(reports: &[(String, Value)]) -> String {
                 batched / single.max(1e-9)
             ));
         }
+        if let (Some(background), Some(inline)) =
+            (tps(system), tps(&format!("{system}{INLINE_SECONDARIES}")))
+        {
+            out.push_str(&format!(
+                "\nOn {system}, secondaries after the return ÷ before it (same frames, same \
+                 run): {:.2} ({background:.0} vs {inline:.0} tpsE)\n",
+                background / inline.max(1e-9)
+            ));
+        }
+    }
+    if let (Some(ours), Some(peer)) = (tps("etcd"), tps(ETCD_PEER)) {
+        out.push_str(&format!(
+            "\nPercolator on etcd ÷ etcd's own mini-transactions, STM style (peer baseline): \
+             {:.2} ({ours:.0} vs {peer:.0} tpsE)\n",
+            ours / peer.max(1e-9)
+        ));
     }
     if let (Some(ours), Some(peer)) = (tps("fjall"), tps(FJALL_PEER)) {
         out.push_str(&format!(
@@ -135,10 +204,30 @@ pub fn headline(reports: &[(String, Value)]) -> Vec<(String, String)> {
         .first()
         .and_then(|(_, r)| r["scale"]["customers"].as_u64())
         .unwrap_or(0);
-    vec![(
+    let tps = |system: &str| {
+        reports
+            .iter()
+            .find(|(s, _)| s == system)
+            .and_then(|(_, r)| r["tps_e"].as_f64())
+    };
+    let ratios: Vec<String> = [("etcd", ETCD_PEER), ("fjall", FJALL_PEER), ("sled", PEER)]
+        .into_iter()
+        .filter_map(|(ours, peer)| {
+            let (ours_tps, peer_tps) = (tps(ours)?, tps(peer)?);
+            Some(format!("{ours} {:.2}", ours_tps / peer_tps.max(1e-9)))
+        })
+        .collect();
+    let mut rows = vec![(
         format!("TPC-E-style tpsE, {customers} customers"),
         list.join(", "),
-    )]
+    )];
+    if !ratios.is_empty() {
+        rows.push((
+            "TPC-E-style: Percolator ÷ the engine's own transactions".to_owned(),
+            ratios.join(", "),
+        ));
+    }
+    rows
 }
 
 fn chart(reports: &[(String, Value)]) -> Chart<'static> {

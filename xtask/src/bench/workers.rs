@@ -103,6 +103,21 @@ fn backend_table(backend: &str, report: &Value) -> String {
             if clean { "all hold" } else { "FAILED" },
         ));
     }
+    let prefetch: Vec<String> = runs(report)
+        .into_iter()
+        .filter_map(|r| {
+            let cells = r["prefetched_cells"].as_u64()?;
+            let hits = r["prefetch_hits"].as_u64().unwrap_or(0);
+            Some(format!(
+                "{} workers ({}): {cells} cells read ahead, {hits} used",
+                r["workers"].as_u64().unwrap_or(0),
+                distribution(&r)
+            ))
+        })
+        .collect();
+    if !prefetch.is_empty() {
+        out.push_str(&format!("\nPrefetch: {}.\n", prefetch.join("; ")));
+    }
     out.push_str(
         "\nPer worker (processed / conflicts / already acknowledged / rows passed over: left to \
          the group or held by another worker):\n\n",

@@ -4,6 +4,7 @@
 //! percolator-bench micro --store fjall:target/bench/db [--quick] [--json FILE]
 //! percolator-bench contention --store mem [--quick] [--json FILE]
 //! percolator-bench tpce --store sled:DIR | --sled-peer DIR | --fjall-peer DIR [--customers N] [--secs S] [--quick] [--json FILE]
+//! percolator-bench figure9 [--servers 1,2,4] [--clients 1,8] [--clients-at-scale N] [--rtt-ms MS] [--service-ms MS] [--secs S] [--warmup-secs S] [--quick] [--json FILE]
 //! percolator-bench oracle-service [--requesters 1,64] [--json FILE]
 //! percolator-bench figure10 --percolator target/dist/percolator [--quick] [--json FILE]
 //! percolator-bench workers --percolator target/dist/percolator | --store fjall:DIR [--workers 1,2,3] [--docs N] [--json FILE]
@@ -118,6 +119,10 @@ enum Command {
             default_value = "every-worker-all,lock-service,partitioned"
         )]
         distributions: Vec<percolator_bench::workers::Distribution>,
+        /// Worker processes run with `webindex run --prefetch` (off by default, as
+        /// `TxnConfig::prefetch`).
+        #[arg(long)]
+        prefetch: bool,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -139,8 +144,8 @@ enum Command {
         /// Percolator over this store.
         #[arg(
             long,
-            required_unless_present_any = ["sled_peer", "fjall_peer"],
-            conflicts_with = "sled_peer"
+            required_unless_present_any = ["sled_peer", "fjall_peer", "etcd_peer"],
+            conflicts_with_all = ["sled_peer", "etcd_peer"]
         )]
         store: Option<StoreSpec>,
         /// The peer baseline instead: sled's own transactions, in this directory.
@@ -148,8 +153,12 @@ enum Command {
         sled_peer: Option<PathBuf>,
         /// The peer baseline on fjall instead: fjall's own optimistic transactions, in this
         /// directory.
-        #[arg(long, value_name = "DIR", conflicts_with = "store")]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["store", "etcd_peer"])]
         fjall_peer: Option<PathBuf>,
+        /// The peer baseline on etcd instead: etcd's own mini-transactions, STM style, on the
+        /// cluster at these client URLs (comma-separated), under a fresh namespace.
+        #[arg(long, value_name = "URLS", conflicts_with = "sled_peer")]
+        etcd_peer: Option<String>,
         /// The smoke configuration (300 customers, 2 s) instead of the full one (2 000, 10 s).
         #[arg(long)]
         quick: bool,
@@ -164,12 +173,20 @@ enum Command {
         clients: Option<usize>,
         /// Read the rows a frame reads together one after another, not in one batch (the
         /// baseline batched reads are measured against).
-        #[arg(long, conflicts_with_all = ["sled_peer", "fjall_peer"])]
+        #[arg(long, conflicts_with_all = ["sled_peer", "fjall_peer", "etcd_peer"])]
         single_reads: bool,
+        /// Commit the secondary rows before `commit` returns, not after (the baseline returning
+        /// at the commit point is measured against).
+        #[arg(long, conflicts_with_all = ["sled_peer", "fjall_peer", "etcd_peer"])]
+        inline_secondaries: bool,
         /// Write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// The paper's Figure 9 in simulation: TPC-E over a simulated cluster (rows hashed to
+    /// servers, a round trip, a service time and queue per server, the oracle as one more
+    /// server) on mem, swept over servers and clients; where tpsE stops being linear and why.
+    Figure9(Figure9Args),
     /// The freshness experiment (paper Figure 7 in miniature): incremental vs batch latency.
     Freshness(experiments::FreshnessArgs),
     /// Many recrawl generations with or without garbage collection: cells and bytes stored
@@ -264,6 +281,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             workers,
             docs,
             distributions,
+            prefetch,
             json,
         } => {
             use percolator_bench::workers::{WorkersConfig, WorkersReport};
@@ -276,6 +294,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             );
             config.docs = docs;
             config.distributions = distributions;
+            config.prefetch = prefetch;
             let report = match store {
                 Some(spec) => {
                     let mut runs = Vec::new();
@@ -345,11 +364,13 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             store,
             sled_peer,
             fjall_peer,
+            etcd_peer,
             quick,
             customers,
             secs,
             clients,
             single_reads,
+            inline_secondaries,
             json,
         } => {
             let mut config = if quick {
@@ -358,6 +379,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
                 tpce::TpceConfig::full()
             };
             config.batch_reads = !single_reads;
+            config.background_secondaries = !inline_secondaries;
             if let Some(c) = customers {
                 config.customers = c;
             }
@@ -366,6 +388,15 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             }
             if let Some(c) = clients {
                 config.clients = c;
+            }
+            if let Some(endpoints) = etcd_peer {
+                let report = run_etcd_peer(&endpoints, &config).await?;
+                print!("{}", report.table());
+                write_json(json.as_ref(), &report)?;
+                if !report.invariants.ok() {
+                    return Err("TPC-E invariants violated on the etcd peer".into());
+                }
+                return Ok(());
             }
             let report = match (store, sled_peer, fjall_peer) {
                 (_, Some(dir), _) => {
@@ -435,11 +466,135 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
             }
             Ok(())
         }
+        Command::Figure9(args) => figure9(&args).await,
         Command::Freshness(args) => experiments::freshness(&args, &namespace).await,
         Command::Soak(args) => experiments::soak(&args, &namespace).await,
         Command::Scale(args) => experiments::scale(&args, &namespace).await,
         Command::RustDocs(args) => experiments::rust_docs(&args, &namespace).await,
     }
+}
+
+/// `percolator-bench figure9`: every setting defaults to the full sweep (or the quick one).
+#[derive(clap::Args)]
+struct Figure9Args {
+    /// The smoke sweep (1 → 4 servers at 32 clients, 100 customers, 1 s per point) instead of
+    /// the full one (1 → 64 servers at 512 clients, 1 000 customers, 3 s per point).
+    #[arg(long)]
+    quick: bool,
+    /// Server counts swept at `--clients-at-scale` clients, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    servers: Option<Vec<usize>>,
+    /// The fixed large client count of the servers sweep.
+    #[arg(long)]
+    clients_at_scale: Option<usize>,
+    /// Client counts swept at each of `--client-sweep-servers`, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    clients: Option<Vec<usize>>,
+    /// Server counts the clients are swept at, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    client_sweep_servers: Option<Vec<usize>>,
+    /// Customers loaded per point.
+    #[arg(long)]
+    customers: Option<u64>,
+    /// Measured seconds per point.
+    #[arg(long)]
+    secs: Option<f64>,
+    /// Seconds of warm-up per point before the measured ones.
+    #[arg(long)]
+    warmup_secs: Option<f64>,
+    /// Points on fewer servers than this warm up and measure longer, by this ÷ servers (1:
+    /// never).
+    #[arg(long)]
+    full_speed_servers: Option<usize>,
+    /// One Percolator worker (with its market-emulator observers) per this many clients.
+    #[arg(long)]
+    clients_per_worker: Option<usize>,
+    /// Network round trip, ms.
+    #[arg(long)]
+    rtt_ms: Option<f64>,
+    /// Service time of one row operation at a server, ms.
+    #[arg(long)]
+    service_ms: Option<f64>,
+    /// Service time of one request at the timestamp oracle, ms.
+    #[arg(long)]
+    oracle_service_ms: Option<f64>,
+    /// Keep mem's single-process guarantees, so that transactions may commit in one phase
+    /// (default: two-phase, as over Bigtable).
+    #[arg(long)]
+    one_phase: bool,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// A duration of `ms` milliseconds, refused if negative or not finite.
+fn millis(ms: f64, what: &str) -> Result<std::time::Duration, BoxError> {
+    std::time::Duration::try_from_secs_f64(ms / 1e3)
+        .map_err(|e| format!("--{what} {ms}: {e}").into())
+}
+
+/// Runs the Figure 9 sweep: progress on stderr, the table and analysis on stdout, JSON.
+async fn figure9(args: &Figure9Args) -> Result<(), BoxError> {
+    use percolator_bench::figure9::{self, Figure9Config};
+    let mut config = if args.quick {
+        Figure9Config::quick()
+    } else {
+        Figure9Config::full()
+    };
+    if let Some(servers) = &args.servers {
+        config.servers = servers.clone();
+    }
+    if let Some(clients) = args.clients_at_scale {
+        config.clients_at_scale = clients;
+    }
+    if let Some(clients) = &args.clients {
+        config.clients = clients.clone();
+    }
+    if let Some(servers) = &args.client_sweep_servers {
+        config.client_sweep_servers = servers.clone();
+    }
+    if let Some(customers) = args.customers {
+        config.customers = customers;
+    }
+    if let Some(secs) = args.secs {
+        config.duration = std::time::Duration::try_from_secs_f64(secs.max(0.2))
+            .map_err(|e| format!("--secs {secs}: {e}"))?;
+    }
+    if let Some(secs) = args.warmup_secs {
+        config.warmup = std::time::Duration::try_from_secs_f64(secs)
+            .map_err(|e| format!("--warmup-secs {secs}: {e}"))?;
+    }
+    if let Some(servers) = args.full_speed_servers {
+        config.full_speed_servers = servers;
+    }
+    if let Some(clients) = args.clients_per_worker {
+        config.clients_per_worker = clients;
+    }
+    if let Some(ms) = args.rtt_ms {
+        config.sim = config.sim.with_rtt(millis(ms, "rtt-ms")?);
+    }
+    if let Some(ms) = args.service_ms {
+        config.sim = config.sim.with_service(millis(ms, "service-ms")?);
+    }
+    if let Some(ms) = args.oracle_service_ms {
+        config.sim = config
+            .sim
+            .with_oracle_service(millis(ms, "oracle-service-ms")?);
+    }
+    config.sim = config.sim.with_one_phase(args.one_phase);
+    eprintln!(
+        "figure9: {} points of {:.1} s measured after {:.1} s of warm-up (plus load and check each)",
+        config.points().len(),
+        config.duration.as_secs_f64(),
+        config.warmup.as_secs_f64()
+    );
+    let report = figure9::run(&config, |line| eprintln!("figure9: {line}")).await?;
+    print!("{}", report.table());
+    write_json(args.json.as_ref(), &report)?;
+    if report.points.iter().any(|p| !p.invariants_ok) {
+        return Err("Figure 9: TPC-E invariants violated at some point (see the JSON)".into());
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -462,4 +617,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The TPC-E peer baseline on etcd's own mini-transactions.
+#[cfg(feature = "etcd")]
+async fn run_etcd_peer(
+    endpoints: &str,
+    config: &tpce::TpceConfig,
+) -> Result<tpce::TpceReport, BoxError> {
+    Ok(tpce::run_etcd_peer(endpoints, config).await?)
+}
+
+/// Without the `etcd` feature there is no etcd client to run the peer on.
+#[cfg(not(feature = "etcd"))]
+async fn run_etcd_peer(
+    endpoints: &str,
+    _config: &tpce::TpceConfig,
+) -> Result<tpce::TpceReport, BoxError> {
+    Err(format!("the etcd peer ({endpoints}) needs percolator-bench's `etcd` feature").into())
 }

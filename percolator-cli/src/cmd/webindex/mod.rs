@@ -154,6 +154,10 @@ pub struct RunArgs {
     /// the store could commit it in one step (for comparison, and for tests of crash recovery).
     #[arg(long)]
     two_phase: bool,
+    /// Read ahead the columns of a row that earlier transactions read together
+    /// (`TxnConfig::prefetch`, off by default: see ARCHITECTURE.md, "Why these choices").
+    #[arg(long)]
+    prefetch: bool,
     /// Also write the summary's counters (this worker's, with its id and scan group) to this
     /// file as JSON, for harnesses that compare workers (`cargo xtask bench --workers`).
     #[arg(long, value_name = "FILE")]

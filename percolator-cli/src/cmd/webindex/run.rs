@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use percolator_core::{RowStore, TimestampOracle, TxnConfig};
+use percolator_core::{Prefetch, RowStore, TimestampOracle, TxnConfig};
 use percolator_observers::Runtime;
 use percolator_webindex as webindex;
 
@@ -20,10 +20,14 @@ pub async fn run<S: RowStore>(
     args: &RunArgs,
 ) -> Result<ExitCode, CliError> {
     let gc = gc_schedule(args.gc_every_secs, args.gc_grace_secs)?;
-    let mut client = client_builder(&store, &oracle);
+    let mut config = TxnConfig::default();
     if args.two_phase {
-        client = client.config(TxnConfig::default().with_one_phase_commit(false));
+        config = config.with_one_phase_commit(false);
     }
+    if args.prefetch {
+        config = config.with_prefetch(Prefetch::Always);
+    }
+    let client = client_builder(&store, &oracle).config(config);
     let runtime = Runtime::start(
         client,
         webindex::observers(None),
