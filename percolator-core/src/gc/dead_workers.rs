@@ -91,7 +91,8 @@ impl<S: RowStore> Client<S> {
     /// txn.set("docs", "a", "contents", "hello")?;
     /// txn.set("stats", "a", "words", "1")?;
     /// txn.commit().await?;
-    /// // Every commit finished, so no table holds a lock.
+    /// client.finish_background_commits().await;
+    /// // Every commit finished, secondaries included, so no table holds a lock.
     /// assert_eq!(client.resolve_abandoned_locks().await?, (0, 0));
     /// # client.shutdown().await }
     /// ```

@@ -789,7 +789,8 @@ impl<S: RowStore> Client<S> {
     /// txn.set("docs", "a", "contents", "hello")?;
     /// txn.set("docs", "b", "contents", "world")?;
     /// txn.commit().await?;
-    /// // A finished commit leaves no lock behind.
+    /// // Once its secondaries are committed too, a commit leaves no lock behind.
+    /// client.finish_background_commits().await;
     /// assert!(client.locks("docs").await?.is_empty());
     /// # client.shutdown().await }
     /// ```

@@ -769,6 +769,9 @@ impl<S: RowStore> Transaction<S> {
     ///     txn.set("t", format!("row{i}"), "c", "v")?;
     /// }
     /// txn.commit().await?;
+    /// // Every row committed (a row still locked by a commit in flight has no committed
+    /// // history yet, so it would not count towards a page's rows).
+    /// client.finish_background_commits().await;
     ///
     /// let txn = client.begin().await?;
     /// let (mut start, mut pages, mut cells) = (Bound::Unbounded, 0, 0);
