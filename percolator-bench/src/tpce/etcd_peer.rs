@@ -37,17 +37,10 @@ fn etcd_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Application(format!("etcd peer {what}: {e}"))
 }
 
-/// The smallest key above every key starting with `prefix` (etcd's `range_end` of a prefix).
-fn prefix_end(prefix: &[u8]) -> Bytes {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Bytes::from(end);
-        }
-    }
-    // All 0xff (or empty): to the end of the key space.
-    Bytes::from_static(&[0])
+/// etcd's `range_end` for the keys starting with `prefix`: the first key past them, or `\0`
+/// (etcd's "to the end of the key space") when there is none.
+fn range_end(prefix: &[u8]) -> Bytes {
+    super::kv::prefix_end(prefix).map_or(Bytes::from_static(&[0]), Bytes::from)
 }
 
 /// One frame's view of etcd: reads at one revision, buffered writes, the keys to compare.
@@ -268,7 +261,7 @@ impl Kv for EtcdKv<'_> {
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>> {
         let start = self.key(table, prefix);
-        let end = prefix_end(&start);
+        let end = range_end(&start);
         let skip = self.namespace.len() + table.len() + 1;
         // Rows the frame wrote in the range count as they are buffered.
         let buffered: Vec<(Bytes, Option<Bytes>)> = self
@@ -382,9 +375,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefix_end_is_the_first_key_past_the_prefix() {
-        assert_eq!(prefix_end(b"ab"), Bytes::from_static(b"ac"));
-        assert_eq!(prefix_end(b"a\xff"), Bytes::from_static(b"b"));
-        assert_eq!(prefix_end(b"\xff\xff"), Bytes::from_static(&[0]));
+    fn range_end_is_the_first_key_past_the_prefix() {
+        assert_eq!(range_end(b"ab"), Bytes::from_static(b"ac"));
+        assert_eq!(range_end(b"a\xff"), Bytes::from_static(b"b"));
+        assert_eq!(range_end(b"\xff\xff"), Bytes::from_static(&[0]));
     }
 }

@@ -656,7 +656,8 @@ impl<S: RowStore> Client<S> {
             let batch: Vec<RowMutation> = partly_resolved
                 .iter()
                 .filter_map(|r| {
-                    let commit = r.commits().into_iter().nth(column)?;
+                    let (name, value) = r.columns.get(column)?;
+                    let commit = layout::CommitColumn::of(name, value);
                     Some(layout::commit(
                         &r.table,
                         &r.row,
