@@ -161,6 +161,7 @@ mod notify_cells;
 mod open;
 mod read;
 mod recent_writes;
+mod scan_stream;
 #[cfg(test)]
 mod tests;
 

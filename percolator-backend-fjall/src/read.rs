@@ -98,6 +98,17 @@ impl FjallStore {
         if request.read.family == Family::Notify && request.snapshot_ts.is_none() {
             return self.scan_notify_rows(&snapshot, &table_prefix, &cursor, &scan_end, &request);
         }
+        if request.read.family != Family::Notify {
+            return crate::scan_stream::scan_family(
+                &snapshot,
+                self.keyspace(request.read.family),
+                &table_prefix,
+                cursor,
+                &scan_end,
+                &request.read,
+                request.row_limit,
+            );
+        }
         let keyspace = self.keyspace(request.read.family);
         let mut out = Vec::new();
         while request.row_limit.is_none_or(|limit| out.len() < limit) {
