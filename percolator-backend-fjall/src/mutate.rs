@@ -71,8 +71,10 @@ impl FjallStore {
     /// Applies `writes`, planned under the latches of their rows, keeping [`Self::notify_cells`]
     /// counting each cell's notify keys (the new keys count before the writes apply, the deleted
     /// ones stop counting after) and holding the absorbed notifications (taken in and forgotten
-    /// after the writes apply; see [`notify_cells`](crate::notify_cells)).
-    fn apply(&self, mut writes: Vec<KeyWrite>) -> Result<(), StoreError> {
+    /// after the writes apply; see [`notify_cells`](crate::notify_cells)). `atomic` for the
+    /// writes of an atomic batch, whose lock writes scans must see whole
+    /// ([`LockMirror::applied_atomically`]).
+    fn apply(&self, mut writes: Vec<KeyWrite>, atomic: bool) -> Result<(), StoreError> {
         let NotifyPlan {
             deltas,
             mut skip,
@@ -107,7 +109,11 @@ impl FjallStore {
             }
             return Err(e);
         }
-        self.locks.applied(lock_writes);
+        if atomic {
+            self.locks.applied_atomically(lock_writes);
+        } else {
+            self.locks.applied(lock_writes);
+        }
         if self.recent.applied(&write_family) {
             // Over its bound: forget the older half, off this thread.
             let recent = std::sync::Arc::clone(&self.recent);
@@ -178,7 +184,7 @@ impl FjallStore {
         let outcome = plan(&self.latches, &view, item, &mut writes)?;
         drop(snapshot);
         if outcome.applied() {
-            self.apply(writes)?;
+            self.apply(writes, false)?;
         }
         Ok(outcome)
     }
@@ -199,7 +205,7 @@ impl FjallStore {
             outcomes.push(plan(&self.latches, &view, item, &mut writes)?);
         }
         drop(snapshot);
-        self.apply(writes)?;
+        self.apply(writes, false)?;
         Ok(outcomes)
     }
 
@@ -222,7 +228,7 @@ impl FjallStore {
             }
         }
         drop(snapshot);
-        self.apply(writes)?;
+        self.apply(writes, true)?;
         Ok(AtomicOutcome::Applied)
     }
 }

@@ -11,6 +11,7 @@ use percolator_core::{
     Cell, Columns, Family, FamilyRead, ReadRow, RowCells, Scan, StoreError, TsRange,
 };
 
+use crate::scan_stream::{RowsBuilder, scan_entries};
 use crate::{FjallStore, backend, corrupt};
 
 /// What [`FjallStore::read_row`] knows of one read from memory, under the row's latch.
@@ -92,9 +93,20 @@ impl FjallStore {
             self.latches.admit_scan(&request.table, request.snapshot_ts);
             self.latches.cycle_scan_gates();
         }
-        let snapshot = self.db.snapshot();
         let table_prefix = key::table_prefix(&request.table);
         let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
+        if request.read.family == Family::Lock {
+            let sequence = self.locks.atomic_sequence();
+            if sequence % 2 == 0 {
+                let rows =
+                    self.scan_lock_mirror(table_prefix.len(), &cursor, &scan_end, &request)?;
+                if self.locks.atomic_sequence() == sequence {
+                    return Ok(rows);
+                }
+            }
+            // An atomic batch's lock writes overlapped: the engine's snapshot has it whole.
+        }
+        let snapshot = self.db.snapshot();
         if request.read.family == Family::Notify && request.snapshot_ts.is_none() {
             return self.scan_notify_rows(&snapshot, &table_prefix, &cursor, &scan_end, &request);
         }
@@ -135,6 +147,36 @@ impl FjallStore {
             }
         }
         Ok(out)
+    }
+
+    /// A scan of the lock family from the lock mirror: each row that holds a live lock in
+    /// `[cursor, scan_end)`, read under the row's latch (see [`crate::lock_mirror`]).
+    fn scan_lock_mirror(
+        &self,
+        table_len: usize,
+        cursor: &[u8],
+        scan_end: &[u8],
+        request: &Scan,
+    ) -> Result<Vec<RowCells>, StoreError> {
+        let Some(mut rows) = RowsBuilder::new(table_len, &request.read, request.row_limit) else {
+            return Ok(Vec::new());
+        };
+        let mut from = cursor.to_vec();
+        while let Some(first) = self.locks.first_in(&from, scan_end) {
+            let rest = first.get(table_len..).unwrap_or_default();
+            let (row, used) = key::decode_bytes(rest, table_len).map_err(corrupt)?;
+            let row_prefix = &first[..table_len + used];
+            let row_end = prefix_end(row_prefix);
+            let entries = {
+                let _latch = self.latches.read(&request.table, &row);
+                self.locks.entries_in(row_prefix, &row_end)
+            };
+            if !scan_entries(&mut rows, entries)? {
+                break;
+            }
+            from = row_end;
+        }
+        Ok(rows.finish())
     }
 
     /// [`RowStore::tables`](percolator_core::RowStore::tables): one seek per table in each

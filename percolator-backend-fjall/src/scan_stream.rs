@@ -145,25 +145,139 @@ impl Current {
     }
 }
 
-/// Where a scan that skips `k` (for `verdict`) seeks to: the first key it may want after `k`.
-fn seek_target(k: &[u8], verdict: &Verdict, skip: Skip, wanted: &Wanted<'_>) -> Vec<u8> {
-    let row_prefix = &k[..verdict.row_len];
-    let column_prefix = &k[..verdict.column_len];
-    match skip {
-        Skip::Column => {
-            let column_key = &k[verdict.row_len..verdict.column_len];
-            let next = wanted
-                .columns
-                .iter()
-                .flatten()
-                .find(|c| c.as_slice() > column_key);
-            match next {
-                Some(next) => [row_prefix, next].concat(),
-                None => prefix_end(row_prefix),
+/// Builds a scan's rows from its keys in order, whatever they come from (the engine, the lock
+/// mirror): classifies each key ([`Self::classify`]), takes it or not ([`Self::accept`]), and
+/// says where a scan that skips it may seek to ([`Self::seek_target`]).
+pub(crate) struct RowsBuilder<'a> {
+    wanted: Wanted<'a>,
+    /// The length of the table's key prefix.
+    table_len: usize,
+    row_limit: Option<usize>,
+    current: Current,
+    out: Vec<RowCells>,
+}
+
+impl<'a> RowsBuilder<'a> {
+    /// A builder for `read` of the table whose key prefix is `table_len` bytes long, or `None`
+    /// when the read selects nothing.
+    pub(crate) fn new(
+        table_len: usize,
+        read: &'a FamilyRead,
+        row_limit: Option<usize>,
+    ) -> Option<Self> {
+        let columns = match &read.columns {
+            Columns::All => None,
+            Columns::Only(list) => {
+                let mut encoded: Vec<Vec<u8>> = list
+                    .iter()
+                    .map(|column| {
+                        let mut out = Vec::new();
+                        key::encode_bytes(&mut out, column);
+                        out
+                    })
+                    .collect();
+                encoded.sort();
+                encoded.dedup();
+                Some(encoded)
             }
+        };
+        let wanted = Wanted {
+            read,
+            columns,
+            limit: read.max_versions.unwrap_or(usize::MAX),
+        };
+        let nothing = read.ts.is_empty()
+            || wanted.limit == 0
+            || row_limit == Some(0)
+            || wanted.columns.as_ref().is_some_and(Vec::is_empty);
+        (!nothing).then(|| Self {
+            wanted,
+            table_len,
+            row_limit,
+            current: Current::default(),
+            out: Vec::new(),
+        })
+    }
+
+    /// What the scan does with key `k`, the next key after those it was given.
+    fn classify(&self, k: &[u8]) -> Result<Verdict, StoreError> {
+        self.current.classify(k, self.table_len, &self.wanted)
+    }
+
+    /// Gives the builder key `k` (judged `verdict`) and its value, needed if the verdict takes
+    /// it. Returns `false`, taking nothing, when `k` starts a row past the row limit: the scan
+    /// is over.
+    fn accept(
+        &mut self,
+        k: &[u8],
+        verdict: &Verdict,
+        value: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let current = &mut self.current;
+        if !verdict.same_row {
+            current.finish_row(&mut self.out);
+            if self.row_limit.is_some_and(|limit| self.out.len() >= limit) {
+                return Ok(false);
+            }
+            let table_len = self.table_len;
+            let rest = &k[table_len..verdict.row_len];
+            current.row = Bytes::from(key::decode_bytes(rest, table_len).map_err(corrupt)?.0);
+            current.row_prefix = k[..verdict.row_len].to_vec();
         }
-        Skip::Newer => version_bounds(column_prefix, wanted.read.ts).0,
-        Skip::Older => prefix_end(column_prefix),
+        if !verdict.same_column {
+            let column_key = &k[verdict.row_len..verdict.column_len];
+            current.column = Bytes::from(
+                key::decode_bytes(column_key, verdict.row_len)
+                    .map_err(corrupt)?
+                    .0,
+            );
+            current.column_key = column_key.to_vec();
+            current.taken = 0;
+        }
+        if verdict.skip.is_none() {
+            let Some(value) = value else {
+                return Err(StoreError::Backend {
+                    message: "fjall: scan: value not loaded".into(),
+                    source: None,
+                });
+            };
+            current.cells.push(Cell {
+                column: current.column.clone(),
+                ts: verdict.ts,
+                value: Bytes::copy_from_slice(value),
+            });
+            current.taken += 1;
+        }
+        Ok(true)
+    }
+
+    /// Where a scan that skips `k` (for `skip`) seeks to: the first key it may want after `k`.
+    fn seek_target(&self, k: &[u8], verdict: &Verdict, skip: Skip) -> Vec<u8> {
+        let row_prefix = &k[..verdict.row_len];
+        let column_prefix = &k[..verdict.column_len];
+        match skip {
+            Skip::Column => {
+                let column_key = &k[verdict.row_len..verdict.column_len];
+                let next = self
+                    .wanted
+                    .columns
+                    .iter()
+                    .flatten()
+                    .find(|c| c.as_slice() > column_key);
+                match next {
+                    Some(next) => [row_prefix, next].concat(),
+                    None => prefix_end(row_prefix),
+                }
+            }
+            Skip::Newer => version_bounds(column_prefix, self.wanted.read.ts).0,
+            Skip::Older => prefix_end(column_prefix),
+        }
+    }
+
+    /// The rows built.
+    pub(crate) fn finish(mut self) -> Vec<RowCells> {
+        self.current.finish_row(&mut self.out);
+        self.out
     }
 }
 
@@ -179,37 +293,9 @@ pub(crate) fn scan_family(
     read: &FamilyRead,
     row_limit: Option<usize>,
 ) -> Result<Vec<RowCells>, StoreError> {
-    let columns = match &read.columns {
-        Columns::All => None,
-        Columns::Only(list) => {
-            let mut encoded: Vec<Vec<u8>> = list
-                .iter()
-                .map(|column| {
-                    let mut out = Vec::new();
-                    key::encode_bytes(&mut out, column);
-                    out
-                })
-                .collect();
-            encoded.sort();
-            encoded.dedup();
-            Some(encoded)
-        }
+    let Some(mut rows) = RowsBuilder::new(table_prefix.len(), read, row_limit) else {
+        return Ok(Vec::new());
     };
-    let wanted = Wanted {
-        read,
-        columns,
-        limit: read.max_versions.unwrap_or(usize::MAX),
-    };
-    let mut out = Vec::new();
-    if read.ts.is_empty()
-        || wanted.limit == 0
-        || row_limit == Some(0)
-        || wanted.columns.as_ref().is_some_and(Vec::is_empty)
-    {
-        return Ok(out);
-    }
-    let table_len = table_prefix.len();
-    let mut current = Current::default();
     let mut cursor = start;
     'seek: loop {
         let mut steps = 0;
@@ -217,7 +303,7 @@ pub(crate) fn scan_family(
             let judged = RefCell::new(None);
             let (k, value) = guard
                 .into_inner_if(|k| {
-                    let verdict = current.classify(k, table_len, &wanted);
+                    let verdict = rows.classify(k);
                     let take = verdict.as_ref().is_ok_and(|v| v.skip.is_none());
                     *judged.borrow_mut() = Some(verdict);
                     take
@@ -225,47 +311,17 @@ pub(crate) fn scan_family(
                 .map_err(|e| backend("scan", e))?;
             let verdict = match judged.into_inner() {
                 Some(verdict) => verdict?,
-                None => current.classify(&k, table_len, &wanted)?,
+                None => rows.classify(&k)?,
             };
-            if !verdict.same_row {
-                current.finish_row(&mut out);
-                if row_limit.is_some_and(|limit| out.len() >= limit) {
-                    return Ok(out);
-                }
-                let rest = &k[table_len..verdict.row_len];
-                current.row = Bytes::from(key::decode_bytes(rest, table_len).map_err(corrupt)?.0);
-                current.row_prefix = k[..verdict.row_len].to_vec();
-            }
-            if !verdict.same_column {
-                let column_key = &k[verdict.row_len..verdict.column_len];
-                current.column = Bytes::from(
-                    key::decode_bytes(column_key, verdict.row_len)
-                        .map_err(corrupt)?
-                        .0,
-                );
-                current.column_key = column_key.to_vec();
-                current.taken = 0;
+            if !rows.accept(&k, &verdict, value.as_deref())? {
+                break 'seek;
             }
             match verdict.skip {
-                None => {
-                    let Some(value) = value else {
-                        return Err(StoreError::Backend {
-                            message: "fjall: scan: value not loaded".into(),
-                            source: None,
-                        });
-                    };
-                    current.cells.push(Cell {
-                        column: current.column.clone(),
-                        ts: verdict.ts,
-                        value: Bytes::copy_from_slice(&value),
-                    });
-                    current.taken += 1;
-                    steps = 0;
-                }
+                None => steps = 0,
                 Some(skip) => {
                     steps += 1;
                     if steps > STEPS_BEFORE_SEEK {
-                        cursor = seek_target(&k, &verdict, skip, &wanted);
+                        cursor = rows.seek_target(&k, &verdict, skip);
                         continue 'seek;
                     }
                 }
@@ -273,13 +329,30 @@ pub(crate) fn scan_family(
         }
         break;
     }
-    current.finish_row(&mut out);
-    Ok(out)
+    Ok(rows.finish())
+}
+
+/// Gives `rows` the `entries` (keys in order, with their values) of one row of the lock mirror,
+/// which the caller reads under the row's latch. Returns `false` when the scan is over (the row
+/// is past the row limit).
+pub(crate) fn scan_entries(
+    rows: &mut RowsBuilder<'_>,
+    entries: impl IntoIterator<Item = (Vec<u8>, Bytes)>,
+) -> Result<bool, StoreError> {
+    for (k, value) in entries {
+        let verdict = rows.classify(&k)?;
+        if !rows.accept(&k, &verdict, Some(&value))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
-    //! The streaming scan against the in-memory store's scan, on the same random cells.
+    //! The streaming scan and the lock mirror's scan against the in-memory store's scan, on the
+    //! same random cells; lock scans seeing rows and atomic batches whole under concurrent
+    //! writes.
 
     use std::ops::Bound;
 
@@ -316,11 +389,8 @@ mod tests {
                 let versions = if rng.random_bool(0.2) { 30 } else { 3 };
                 let mutations = (0..rng.random_range(1..6))
                     .flat_map(|_| {
-                        let family = if rng.random_bool(0.5) {
-                            Family::Write
-                        } else {
-                            Family::Data
-                        };
+                        let family =
+                            [Family::Write, Family::Data, Family::Lock][rng.random_range(0..3)];
                         let column = key(rng);
                         (0..rng.random_range(1..=versions))
                             .map(|_| {
@@ -362,11 +432,8 @@ mod tests {
     }
 
     fn request(rng: &mut StdRng, columns: &[Bytes]) -> Scan {
-        let family = if rng.random_bool(0.5) {
-            Family::Write
-        } else {
-            Family::Data
-        };
+        // The lock family's scans come from the lock mirror.
+        let family = [Family::Write, Family::Data, Family::Lock][rng.random_range(0..3)];
         let mut read = FamilyRead::all(family);
         if rng.random_bool(0.6) {
             let wanted = (0..rng.random_range(0..4))
@@ -428,5 +495,95 @@ mod tests {
         }
         // The requests are not all empty ones.
         assert!(cells > 10_000, "{cells} cells");
+    }
+
+    fn lock(row: &str, column: &str, value: Option<&str>) -> RowMutation {
+        let mutation = match value {
+            Some(value) => Mutation::Put {
+                family: Family::Lock,
+                column: Bytes::from(column.to_owned()),
+                ts: 5,
+                value: Bytes::from(value.to_owned()),
+            },
+            None => Mutation::Delete {
+                family: Family::Lock,
+                column: Bytes::from(column.to_owned()),
+                ts: 5,
+            },
+        };
+        RowMutation {
+            table: Bytes::from("t"),
+            row: Bytes::from(row.to_owned()),
+            conditions: vec![],
+            mutations: vec![mutation],
+        }
+    }
+
+    /// Writers put and delete locks together: two columns of one row in one row mutation, and
+    /// two rows in one atomic batch. A scan of the lock family sees each pair whole or not at
+    /// all, while they run on other threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lock_scans_see_rows_and_atomic_batches_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(FjallStore::open(dir.path()).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let row_writer = {
+            let (store, stop) = (store.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = (rounds % 2 == 0).then_some("x");
+                    let mut both = lock("a", "c1", value);
+                    both.mutations.extend(lock("a", "c2", value).mutations);
+                    store.mutate_rows(vec![both]).await.unwrap();
+                    rounds += 1;
+                    tokio::task::yield_now().await;
+                }
+                rounds
+            })
+        };
+        let batch_writer = {
+            let (store, stop) = (store.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = (rounds % 2 == 0).then_some("y");
+                    let batch = vec![lock("b", "c", value), lock("c", "c", value)];
+                    store.mutate_rows_atomically(batch).await.unwrap();
+                    rounds += 1;
+                    tokio::task::yield_now().await;
+                }
+                rounds
+            })
+        };
+        let (mut pairs_seen, mut rows_seen) = (0, 0);
+        for _ in 0..20_000 {
+            let rows = store
+                .scan(Scan {
+                    snapshot_ts: None,
+                    table: Bytes::from("t"),
+                    start: Bound::Unbounded,
+                    end: Bound::Unbounded,
+                    read: FamilyRead::all(Family::Lock),
+                    row_limit: None,
+                })
+                .await
+                .unwrap();
+            let names: Vec<&[u8]> = rows.iter().map(|r| r.row.as_ref()).collect();
+            if let Some(a) = rows.iter().find(|r| r.row.as_ref() == b"a") {
+                assert_eq!(a.cells.len(), 2, "half a row mutation: {rows:?}");
+                rows_seen += 1;
+            }
+            let b = names.contains(&&b"b"[..]);
+            let c = names.contains(&&b"c"[..]);
+            assert_eq!(b, c, "half an atomic batch: {rows:?}");
+            pairs_seen += usize::from(b);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (rounds_a, rounds_b) = (row_writer.await.unwrap(), batch_writer.await.unwrap());
+        // The scans overlapped the writers: both states of both pairs were seen.
+        assert!(rounds_a > 100 && rounds_b > 100, "{rounds_a} {rounds_b}");
+        assert!((1..20_000).contains(&pairs_seen), "{pairs_seen}");
+        assert!((1..20_000).contains(&rows_seen), "{rows_seen}");
     }
 }
