@@ -38,7 +38,8 @@
 //! Two families also live partly in memory (Bigtable's in-memory locality groups), because an
 //! LSM range lookup cannot use bloom filters and steps over every tombstone in its range, and
 //! locks and notifications are each written once and deleted once:
-//! - the `lock_mirror` module: the live lock keys, which answer the lock family's conditions;
+//! - the `lock_mirror` module: the live lock keys, which answer the lock family's conditions,
+//!   reads and scans;
 //! - the `notify_cells` module: the cells that hold notifications, each with how many, whose
 //!   rows the observers' scans walk, and each busy cell's **absorbed** notification: one that
 //!   names its commit timestamp (a one-phase commit's) and arrives while the cell already holds
@@ -83,10 +84,16 @@
 //! transaction must apply the write tree before the lock tree: its `COMMIT_ORDER`) is moot here:
 //! a commit's move of a row from the lock family to the write family is one atomic step for
 //! every snapshot (the conformance case `store_lock_to_write_transition_never_hides_a_row`
-//! checks it). Scans take no latch. A row read passes through its row's latch (for reading,
-//! and lets go at once) in two cases: a snapshot read's admission, below, and a read of the
-//! lock family, which it answers from the in-memory lock mirror under that latch (see
-//! the layout above).
+//! checks it). Scans of the data and write families take no latch; a scan of the lock family
+//! reads the lock mirror, each row that holds a lock under its row's latch. A row read passes
+//! through its row's latch (for reading, and lets go at once) in two cases: a snapshot read's
+//! admission, below, and a read of the lock family, which it answers from the in-memory lock
+//! mirror under that latch (see the layout above).
+//!
+//! **A scan is one pass of one iterator** (the `scan_stream` module): it steps over the keys it
+//! does not want (other columns, versions outside its range or past its limit) and seeks past
+//! them only after 8 in a row, since a seek builds a new iterator over every memtable and table
+//! (the TPC-E run spent two thirds of its CPU in a seek per row and per column before).
 //!
 //! ## Snapshot reads and one-phase commit
 //! The store tracks snapshot reads ([`StoreLimits::tracks_snapshot_reads`]), so single-row
