@@ -97,7 +97,7 @@ impl FjallStore {
         let (mut cursor, scan_end) = scan_range(&request.table, &request.start, &request.end);
         if request.read.family == Family::Lock {
             let sequence = self.locks.atomic_sequence();
-            if sequence % 2 == 0 {
+            if sequence.is_multiple_of(2) {
                 let rows =
                     self.scan_lock_mirror(table_prefix.len(), &cursor, &scan_end, &request)?;
                 if self.locks.atomic_sequence() == sequence {

@@ -532,7 +532,7 @@ mod tests {
             tokio::spawn(async move {
                 let mut rounds = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = (rounds % 2 == 0).then_some("x");
+                    let value = rounds.is_multiple_of(2).then_some("x");
                     let mut both = lock("a", "c1", value);
                     both.mutations.extend(lock("a", "c2", value).mutations);
                     store.mutate_rows(vec![both]).await.unwrap();
@@ -547,7 +547,7 @@ mod tests {
             tokio::spawn(async move {
                 let mut rounds = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = (rounds % 2 == 0).then_some("y");
+                    let value = rounds.is_multiple_of(2).then_some("y");
                     let batch = vec![lock("b", "c", value), lock("c", "c", value)];
                     store.mutate_rows_atomically(batch).await.unwrap();
                     rounds += 1;
