@@ -53,9 +53,18 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
     for (system, variant) in runs.chain(peers) {
         let label = format!("{system}{}", variant.suffix());
         let json = out(&format!("{PREFIX}{label}.json"));
+        let on_etcd = system == ETCD_PEER || system == "etcd";
+        // Each system on etcd gets a cluster of its own: on a shared one, each run would find
+        // the data and history of the runs before it, and the last would be the slowest.
+        let (endpoints, _fresh) = if on_etcd {
+            etcd_for_one_run(ctx)?
+        } else {
+            (String::new(), None)
+        };
         let mut cmd = if system == ETCD_PEER {
-            let endpoints = ctx.remote.etcd.as_deref().unwrap_or_default();
-            bench_cmd(ctx, &["tpce", "--etcd-peer", endpoints])
+            bench_cmd(ctx, &["tpce", "--etcd-peer", &endpoints])
+        } else if on_etcd {
+            bench_cmd(ctx, &["tpce", "--store", &format!("etcd:{endpoints}")])
         } else if system == PEER || system == FJALL_PEER {
             let dir = out(&format!("tpce-db-{system}"));
             let mut cmd = bench_cmd(ctx, &["tpce", &format!("--{system}")]);
@@ -91,6 +100,20 @@ pub fn run(ctx: &Ctx<'_>, systems: &[&str]) -> Result<(), String> {
     write_chart("tpce.svg", &chart(&reports))?;
     println!("JSON and plots: target/bench/tpce-<system>.json, target/bench/tpce.svg");
     Ok(())
+}
+
+/// The etcd cluster for one run: a fresh one of 3 members on loopback (stopped when the second
+/// value drops), or the one in `PERCOLATOR_ETCD_ENDPOINTS`, shared by every run, when that is
+/// set (the runs then use separate namespaces).
+fn etcd_for_one_run(
+    ctx: &Ctx<'_>,
+) -> Result<(String, Option<percolator_etcd_cluster::LocalCluster>), String> {
+    if percolator_etcd_cluster::endpoints_from_env().is_some() {
+        return Ok((ctx.remote.etcd.clone().unwrap_or_default(), None));
+    }
+    let cluster =
+        crate::cluster::for_tests()?.map_err(|reason| format!("a fresh etcd cluster: {reason}"))?;
+    Ok((cluster.endpoints().join(","), Some(cluster)))
 }
 
 /// A same-run baseline of a networked system.
