@@ -33,16 +33,13 @@
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::scan_stream::{RowsBuilder, scan_entries};
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use percolator_backend_embedded::skip_range;
-use percolator_backend_embedded::{KeyWrite, prefix_end, version_bounds};
-use percolator_core::backend::key::{self, KeyError};
-use percolator_core::{Cell, Columns, Family, FamilyRead, StoreError};
-
-fn corrupt(e: KeyError) -> StoreError {
-    StoreError::Corrupt(format!("undecodable key in the lock mirror: {e}"))
-}
+use percolator_backend_embedded::{KeyWrite, prefix_end};
+use percolator_core::backend::key;
+use percolator_core::{Cell, Family, FamilyRead, StoreError};
 
 /// The lock family's live keys (encoded cell keys) and values.
 #[derive(Debug, Default)]
@@ -139,78 +136,28 @@ impl LockMirror {
 
     /// The lock cells of one row that `read` selects, as the engine's latest state holds them:
     /// the caller holds the row's latch (for reading), so no mutation of the row is half done.
+    /// The row's live keys go through the scans' [`RowsBuilder`], as a scan of one row.
     pub(crate) fn read(
         &self,
         table: &[u8],
         row: &[u8],
         read: &FamilyRead,
     ) -> Result<Vec<Cell>, StoreError> {
-        let mut out = Vec::new();
-        if read.ts.is_empty() {
-            return Ok(out);
-        }
-        let limit = read.max_versions.unwrap_or(usize::MAX);
-        match &read.columns {
-            Columns::Only(list) => {
-                let mut list = list.clone();
-                list.sort();
-                list.dedup();
-                for column in &list {
-                    let prefix = key::column_prefix(table, row, column);
-                    let (lo, hi) = version_bounds(&prefix, read.ts);
-                    let range = skip_range::key_range(
-                        &self.keys,
-                        Bound::Included(&lo[..]),
-                        Bound::Included(&hi[..]),
-                    );
-                    for entry in range.take(limit) {
-                        let k = entry.key();
-                        out.push(Cell {
-                            column: column.clone(),
-                            ts: key::decode_ts(&k[prefix.len()..], prefix.len())
-                                .map_err(corrupt)?,
-                            value: entry.value().clone(),
-                        });
-                    }
-                }
-            }
-            Columns::All => {
-                let row_prefix = key::row_prefix(table, row);
-                let end = prefix_end(&row_prefix);
-                let range = skip_range::key_range(
-                    &self.keys,
-                    Bound::Included(&row_prefix[..]),
-                    Bound::Excluded(&end[..]),
-                );
-                let mut taken: Option<(Bytes, usize)> = None;
-                for entry in range {
-                    let k = entry.key();
-                    let (column, used) =
-                        key::decode_bytes(&k[row_prefix.len()..], row_prefix.len())
-                            .map_err(corrupt)?;
-                    let at = row_prefix.len() + used;
-                    let ts = key::decode_ts(&k[at..], at).map_err(corrupt)?;
-                    if !read.ts.contains(ts) {
-                        continue;
-                    }
-                    let count = match &taken {
-                        Some((c, n)) if c.as_ref() == column.as_slice() => *n,
-                        _ => 0,
-                    };
-                    if count >= limit {
-                        continue;
-                    }
-                    let column = Bytes::from(column);
-                    out.push(Cell {
-                        column: column.clone(),
-                        ts,
-                        value: entry.value().clone(),
-                    });
-                    taken = Some((column, count + 1));
-                }
-            }
-        }
-        Ok(out)
+        let table_len = key::table_prefix(table).len();
+        let Some(mut rows) = RowsBuilder::new(table_len, read, None) else {
+            return Ok(Vec::new());
+        };
+        let row_prefix = key::row_prefix(table, row);
+        scan_entries(
+            &mut rows,
+            self.entries_in(&row_prefix, &prefix_end(&row_prefix)),
+        )?;
+        Ok(rows
+            .finish()
+            .into_iter()
+            .next()
+            .map(|found| found.cells)
+            .unwrap_or_default())
     }
 
     /// How many live keys there are.

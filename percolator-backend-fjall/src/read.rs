@@ -5,11 +5,9 @@
 
 use bytes::Bytes;
 use fjall::{Keyspace, Readable as _, Snapshot};
-use percolator_backend_embedded::{prefix_end, scan_range, version_bounds};
+use percolator_backend_embedded::{prefix_end, scan_range};
 use percolator_core::backend::key;
-use percolator_core::{
-    Cell, Columns, Family, FamilyRead, ReadRow, RowCells, Scan, StoreError, TsRange,
-};
+use percolator_core::{Cell, Columns, Family, FamilyRead, ReadRow, RowCells, Scan, StoreError};
 
 use crate::scan_stream::{RowsBuilder, scan_entries};
 use crate::{FjallStore, backend, corrupt};
@@ -314,7 +312,8 @@ impl FjallStore {
         Ok(())
     }
 
-    /// Cells of one family of one row stored in the engine, as `snapshot` sees them.
+    /// Cells of one family of one row stored in the engine, as `snapshot` sees them: one
+    /// version per column by point lookups, anything else as a scan of the row.
     fn read_stored(
         &self,
         snapshot: &Snapshot,
@@ -324,95 +323,49 @@ impl FjallStore {
         read: &FamilyRead,
     ) -> Result<Vec<Cell>, StoreError> {
         let keyspace = self.keyspace(read.family);
-        let mut out = Vec::new();
-        match &read.columns {
-            Columns::Only(_) if read.ts.is_empty() => {}
-            Columns::Only(list) => {
-                let mut list = list.clone();
-                list.sort();
-                list.dedup();
-                let limit = read.max_versions.unwrap_or(usize::MAX);
-                if read.ts.lo == read.ts.hi && limit > 0 {
-                    // One version per column (a read of the data a write record points at): a
-                    // point lookup, which bloom filters answer without merging every table's
-                    // iterator as a range does.
-                    for column in &list {
-                        let mut cell_key = key::column_prefix(table, row, column);
-                        key::encode_ts(&mut cell_key, read.ts.lo);
-                        if let Some(v) = snapshot
-                            .get(keyspace, cell_key)
-                            .map_err(|e| backend("read", e))?
-                        {
-                            out.push(Cell {
-                                column: column.clone(),
-                                ts: read.ts.lo,
-                                value: Bytes::copy_from_slice(&v),
-                            });
-                        }
-                    }
-                    return Ok(out);
-                }
-                for column in &list {
-                    let prefix = key::column_prefix(table, row, column);
-                    let (lo, hi) = version_bounds(&prefix, read.ts);
-                    for guard in snapshot.range(keyspace, lo..=hi).take(limit) {
-                        let (k, v) = guard.into_inner().map_err(|e| backend("read", e))?;
-                        let ts =
-                            key::decode_ts(&k[prefix.len()..], prefix.len()).map_err(corrupt)?;
-                        out.push(Cell {
-                            column: column.clone(),
-                            ts,
-                            value: Bytes::copy_from_slice(&v),
-                        });
-                    }
+        if let Columns::Only(list) = &read.columns
+            && !read.ts.is_empty()
+            && read.ts.lo == read.ts.hi
+            && read.max_versions != Some(0)
+        {
+            // One version per column (a read of the data a write record points at): a point
+            // lookup, which bloom filters answer without merging every table's iterator as a
+            // range does.
+            let mut list = list.clone();
+            list.sort();
+            list.dedup();
+            let mut out = Vec::new();
+            for column in &list {
+                let mut cell_key = key::column_prefix(table, row, column);
+                key::encode_ts(&mut cell_key, read.ts.lo);
+                if let Some(v) = snapshot
+                    .get(keyspace, cell_key)
+                    .map_err(|e| backend("read", e))?
+                {
+                    out.push(Cell {
+                        column: column.clone(),
+                        ts: read.ts.lo,
+                        value: Bytes::copy_from_slice(&v),
+                    });
                 }
             }
-            Columns::All if read.ts.is_empty() => {}
-            Columns::All => {
-                // One pass over the row, seeking past what the read does not want: versions
-                // newer than the range, and a column's versions past the range or past
-                // `max_versions`. Old versions are skipped by a seek, never read, and a
-                // skipped key's value (maybe in a blob file) is never loaded.
-                let limit = read.max_versions.unwrap_or(usize::MAX);
-                let row_end = prefix_end(row_prefix);
-                let mut cursor = row_prefix.to_vec();
-                let mut taken: Option<(Vec<u8>, usize)> = None;
-                'seek: loop {
-                    for guard in snapshot.range(keyspace, cursor.clone()..row_end.clone()) {
-                        let (k, v) = guard
-                            .into_inner_if(|k| {
-                                classify(row_prefix, read.ts, limit, k, &taken)
-                                    .is_ok_and(|step| step.seek.is_none())
-                            })
-                            .map_err(|e| backend("read", e))?;
-                        let RowStep {
-                            column,
-                            ts,
-                            count,
-                            seek,
-                        } = classify(row_prefix, read.ts, limit, &k, &taken)?;
-                        if let Some(next) = seek {
-                            cursor = next;
-                            continue 'seek;
-                        }
-                        let Some(v) = v else {
-                            return Err(StoreError::Backend {
-                                message: "fjall: read: value not loaded".into(),
-                                source: None,
-                            });
-                        };
-                        out.push(Cell {
-                            column: Bytes::copy_from_slice(&column),
-                            ts,
-                            value: Bytes::copy_from_slice(&v),
-                        });
-                        taken = Some((column, count + 1));
-                    }
-                    break;
-                }
-            }
+            return Ok(out);
         }
-        Ok(out)
+        let table_len = key::table_prefix(table).len();
+        let rows = crate::scan_stream::scan_family(
+            snapshot,
+            keyspace,
+            &row_prefix[..table_len],
+            row_prefix.to_vec(),
+            &prefix_end(row_prefix),
+            read,
+            None,
+        )?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .map(|found| found.cells)
+            .unwrap_or_default())
     }
 
     /// A scan of the notify family that is not a snapshot read: the rows of the cells of
@@ -445,50 +398,4 @@ impl FjallStore {
         }
         Ok(out)
     }
-}
-
-/// What a row read does with one key of the row ([`classify`]).
-struct RowStep {
-    /// The key's column.
-    column: Vec<u8>,
-    /// Its version.
-    ts: u64,
-    /// Versions of `column` already taken.
-    count: usize,
-    /// `None` to take the key, or the key to seek to instead.
-    seek: Option<Vec<u8>>,
-}
-
-/// Classifies key `k` of the row `row_prefix` for a read of versions `ts`, at most `limit` per
-/// column, that has `taken` versions of its last column so far.
-fn classify(
-    row_prefix: &[u8],
-    ts: TsRange,
-    limit: usize,
-    k: &[u8],
-    taken: &Option<(Vec<u8>, usize)>,
-) -> Result<RowStep, StoreError> {
-    let rest = k.get(row_prefix.len()..).unwrap_or_default();
-    let (column, used) = key::decode_bytes(rest, row_prefix.len()).map_err(corrupt)?;
-    let at = row_prefix.len() + used;
-    let version = key::decode_ts(&k[at..], at).map_err(corrupt)?;
-    let count = match taken {
-        Some((c, n)) if *c == column => *n,
-        _ => 0,
-    };
-    let seek = if version > ts.hi {
-        // Newer than the range: jump to the range's newest version.
-        Some(version_bounds(&k[..at], ts).0)
-    } else if version < ts.lo || count >= limit {
-        // Past the range or the version limit: jump to the next column.
-        Some(prefix_end(&k[..at]))
-    } else {
-        None
-    };
-    Ok(RowStep {
-        column,
-        ts: version,
-        count,
-        seek,
-    })
 }
